@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+'use strict';
+// The tunekit CLI: wires subcommands (lib/commands/<name>.js, each exporting
+// main(argv) -> exit code) and turns a ConfigError or UsageError into one clear line.
+
+const COMMANDS = {
+  run: 'start the Node cluster on a UDS or TCP listener',
+  render: 'write nginx, app, systemd and sysctl files for a host',
+  demo: 'render, start nginx and the cluster, send a burst, stop',
+  loadtest: 'drive a stack through nginx and report',
+  bench: 'stock vs tuned TCP vs tuned UDS, A/B rounds, ratios',
+  doctor: 'audit a live host across layers',
+  sysctl: 'apply a sysctl drop-in without lowering live values',
+};
+
+function usage() {
+  const lines = Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(9)} ${d}`);
+  return `usage: tunekit <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n` +
+    'Run `tunekit <command> --help` for its options.';
+}
+
+async function main(argv) {
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    console.log(usage());
+    return cmd ? 0 : 2;
+  }
+  if (!Object.hasOwn(COMMANDS, cmd)) {
+    console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);
+    return 2;
+  }
+  const mod = require(`../lib/commands/${cmd}`);
+  return mod.main(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (typeof code === 'number') process.exitCode = code;
+  },
+  (err) => {
+    if (err && (err.name === 'ConfigError' || err.name === 'UsageError')) {
+      console.error(`tunekit: ${err.message}`);
+      process.exitCode = 2;
+    } else {
+      console.error(err && err.stack ? err.stack : err);
+      process.exitCode = 1;
+    }
+  },
+);

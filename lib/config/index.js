@@ -1,0 +1,226 @@
+'use strict';
+// The one definition of every tunable, read the way Ansible reads it.
+//
+// Sources, lowest precedence first:
+//   1. ansible/roles/tunekit_defaults/defaults/main/*.yml  (the definition)
+//   2. --vars FILE.yml files, in order                       (like -e @FILE)
+//   3. --set key=value pairs, in order                       (like -e key=value)
+// Values are strings that may hold Jinja expressions ("{{ a * 2 }}"); they are
+// evaluated lazily against the merged set, as Ansible does, so a derived value
+// follows whatever its inputs were overridden to. Then checks.j2 (the cross-layer
+// rules, shared with the Ansible role) is rendered; every line it prints is a
+// refusal that names both values.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const YAML = require('yaml');
+const { createEnv, ROOT } = require('../template');
+
+const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main');
+const CHECKS_TEMPLATE = 'ansible/roles/tunekit_defaults/templates/checks.j2';
+const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
+
+class ConfigError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+function defaultFiles() {
+  return fs.readdirSync(DEFAULTS_DIR)
+    .filter((f) => f.endsWith('.yml'))
+    .sort()
+    .map((f) => path.join(DEFAULTS_DIR, f));
+}
+
+function readYamlFile(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read variables file ${file}: ${err.code || err.message}`);
+  }
+  let doc;
+  try {
+    doc = YAML.parse(text);
+  } catch (err) {
+    throw new ConfigError(`${file} is not valid YAML: ${err.message.split('\n')[0]}`);
+  }
+  if (doc == null) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) {
+    throw new ConfigError(`${file} must be a YAML mapping of tunekit_* variables`);
+  }
+  return doc;
+}
+
+/** The definition: every tunable with its raw (possibly templated) default. */
+function loadDefaults() {
+  const out = {};
+  for (const file of defaultFiles()) {
+    for (const [key, value] of Object.entries(readYamlFile(file))) {
+      if (key in out) throw new ConfigError(`${key} is defined twice in ${DEFAULTS_DIR}; define it once`);
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+/** Parse "key=value" as Ansible's -e does for YAML scalars. */
+function parseSet(pair) {
+  const eq = pair.indexOf('=');
+  if (eq <= 0) throw new ConfigError(`--set expects key=value, got "${pair}"`);
+  const key = pair.slice(0, eq).trim();
+  const raw = pair.slice(eq + 1);
+  let value;
+  try {
+    value = YAML.parse(raw);
+  } catch {
+    value = raw;
+  }
+  if (value === null && raw.trim() === '') value = '';
+  return [key, value];
+}
+
+function closest(name, names) {
+  let best = null;
+  let bestScore = Infinity;
+  for (const n of names) {
+    const d = editDistance(name, n);
+    if (d < bestScore) {
+      best = n;
+      bestScore = d;
+    }
+  }
+  return bestScore <= Math.max(3, name.length / 4) ? best : null;
+}
+
+function editDistance(a, b) {
+  const prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diag = prev[0];
+    prev[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = prev[j];
+      prev[j] = Math.min(prev[j] + 1, prev[j - 1] + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diag = tmp;
+    }
+  }
+  return prev[b.length];
+}
+
+function isTemplated(v) {
+  return typeof v === 'string' && (v.includes('{{') || v.includes('{%'));
+}
+
+// Ansible (2.19, native types) turns a template whose result is an integer into
+// an int; everything else stays a string. Mirror that for the values we derive.
+function nativeType(text) {
+  if (/^-?\d+$/.test(text)) return Number(text);
+  return text;
+}
+
+// Evaluate templated values in dependency order (a value is rendered once every
+// tunekit_* name it mentions is final), as Ansible's lazy templating would.
+function evaluate(raw) {
+  const env = createEnv();
+  const vars = {};
+  const pending = new Map();
+  for (const [key, value] of Object.entries(raw)) {
+    if (isTemplated(value)) pending.set(key, [...new Set(value.match(/\btunekit_\w+/g) || [])]);
+    else vars[key] = value;
+  }
+  while (pending.size) {
+    let progressed = false;
+    for (const [key, deps] of pending) {
+      const missing = deps.filter((d) => !(d in vars));
+      const unknown = missing.filter((d) => !(d in raw));
+      if (unknown.length) throw new ConfigError(`${key} = "${raw[key]}" uses undefined ${unknown.join(', ')}`);
+      if (missing.length) continue;
+      try {
+        vars[key] = nativeType(env.renderString(raw[key], vars));
+      } catch (err) {
+        throw new ConfigError(`cannot evaluate ${key} = "${raw[key]}": ${err.message.replace(/\s+/g, ' ')}`);
+      }
+      pending.delete(key);
+      progressed = true;
+    }
+    if (!progressed) {
+      throw new ConfigError(`these values refer to each other in a loop: ${[...pending.keys()].join(', ')}`);
+    }
+  }
+  // Keep the definition's order.
+  return Object.fromEntries(Object.keys(raw).map((k) => [k, vars[k]]));
+}
+
+/**
+ * Merge the definition with overrides and evaluate every derived value.
+ * @param {object} opts
+ * @param {string[]} [opts.varsFiles]  YAML files, applied in order
+ * @param {string[]} [opts.set]        "key=value" pairs, applied in order
+ * @param {object}   [opts.overrides]  already-parsed overrides, applied last
+ * @param {boolean}  [opts.check=true] refuse sets that break a cross-layer rule
+ * @returns {object} every tunekit_* variable with its final value
+ */
+function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}) {
+  const raw = loadDefaults();
+  const known = Object.keys(raw);
+  const apply = (key, value, where) => {
+    if (!(key in raw)) {
+      const hint = closest(key, known);
+      throw new ConfigError(
+        `unknown variable ${key} (from ${where})` +
+          (hint ? `; did you mean ${hint}?` : '; the known ones are listed in ansible/README.md'),
+      );
+    }
+    raw[key] = value;
+  };
+  for (const file of varsFiles) {
+    for (const [k, v] of Object.entries(readYamlFile(file))) apply(k, v, file);
+  }
+  for (const pair of set) {
+    const [k, v] = parseSet(pair);
+    apply(k, v, `--set ${pair}`);
+  }
+  for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
+
+  const vars = evaluate(raw);
+  const env = createEnv();
+  if (check) {
+    const problems = checkVars(vars, env);
+    if (problems.length) {
+      throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
+    }
+  }
+  return vars;
+}
+
+/** Render checks.j2 against a resolved set; each non-empty line is a problem. */
+function checkVars(vars, env = createEnv()) {
+  return env.render(CHECKS_TEMPLATE, vars)
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+}
+
+/**
+ * The settings the cluster runner reads, rendered from app/settings.json.j2 (the
+ * same template Ansible installs as tunekit_app_config_path).
+ */
+function appSettings(vars, env = createEnv()) {
+  return JSON.parse(env.render(APP_SETTINGS_TEMPLATE, vars));
+}
+
+module.exports = {
+  ConfigError,
+  DEFAULTS_DIR,
+  CHECKS_TEMPLATE,
+  APP_SETTINGS_TEMPLATE,
+  defaultFiles,
+  loadDefaults,
+  readYamlFile,
+  parseSet,
+  resolve,
+  checkVars,
+  appSettings,
+};
