@@ -9,6 +9,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const YAML = require('yaml');
 const { defaultFiles } = require('./index');
 const { ROOT } = require('../template');
 
@@ -27,7 +28,9 @@ function readDefinition(files = defaultFiles()) {
   for (const file of files) {
     let block = [];
     let shared = null;
-    for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    const text = fs.readFileSync(file, 'utf8');
+    const values = YAML.parse(text) || {};
+    for (const line of text.split('\n')) {
       const comment = /^#\s?(.*)$/.exec(line);
       const entry = /^(tunekit_\w+):\s*(.*)$/.exec(line);
       if (comment) {
@@ -36,7 +39,7 @@ function readDefinition(files = defaultFiles()) {
       } else if (entry) {
         const info = block.length ? parseBlock(block) : shared;
         if (!info) throw new Error(`${path.relative(ROOT, file)}: ${entry[1]} has no comment; say what it does, its unit, upstream default and why`);
-        out.push({ file: path.relative(ROOT, file), key: entry[1], value: entry[2], ...info });
+        out.push({ file: path.relative(ROOT, file), key: entry[1], value: show(values[entry[1]]), ...info });
         shared = info;
         block = [];
       } else {
@@ -46,6 +49,10 @@ function readDefinition(files = defaultFiles()) {
     }
   }
   return out;
+}
+
+function show(value) {
+  return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
 function parseBlock(lines) {

@@ -1,0 +1,399 @@
+'use strict';
+// `tunekit doctor`: a cross-layer audit of a live host. It reads what is actually
+// running — nginx's effective config (`nginx -T`), the kernel's limits, the
+// listening sockets' real accept queues (`ss`), process limits (/proc), the
+// socket's owner, mode and directories, and the app's live timeouts (GET /healthz
+// of the example app, else the runner's app.json) — and checks that the layers
+// agree (../shared/MISSION.md "cross-layer rules").
+//
+// gather(options) -> facts (I/O only); analyze(facts) -> findings (pure).
+// Each finding: { id, level: 'ok'|'warn'|'fail'|'skip', what, fix? }.
+
+const fs = require('node:fs');
+const http = require('node:http');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const nginxconf = require('./nginxconf');
+
+const NODE_KEEPALIVE_DEFAULT_MS = 5000;
+const NODE_HEADERS_DEFAULT_MS = 60000;
+const NGINX_UPSTREAM_KEEPALIVE_TIMEOUT_DEFAULT_S = 60;
+const LISTEN_BACKLOG_DEFAULT = 511;
+
+function readText(file) {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+function readInt(file) {
+  const t = readText(file);
+  return t == null ? null : Number(t.trim());
+}
+
+/** Soft "Max open files" of a process, or null. */
+function nofile(pid) {
+  const t = readText(`/proc/${pid}/limits`);
+  const m = t && /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(t);
+  if (!m) return null;
+  return m[1] === 'unlimited' ? Infinity : Number(m[1]);
+}
+
+function childrenOf(pid) {
+  const t = readText(`/proc/${pid}/task/${pid}/children`);
+  return t ? t.trim().split(/\s+/).filter(Boolean).map(Number) : [];
+}
+
+/** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, pids }]. */
+function listeners() {
+  const out = [];
+  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
+    const r = spawnSync('ss', args, { encoding: 'utf8' });
+    if (r.status !== 0) continue;
+    for (const line of r.stdout.split('\n')) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 5) continue;
+      // unix: Netid State Recv-Q Send-Q Local Inode Peer Inode users   (Send-Q = backlog)
+      // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users
+      const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
+      if (kind === 'unix') {
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), local: f[4], pids });
+      } else if (f[0] === 'LISTEN') {
+        out.push({ kind, backlog: Number(f[2]), local: f[3], pids });
+      }
+    }
+  }
+  return out;
+}
+
+function passwd() {
+  const users = new Map();
+  for (const line of (readText('/etc/passwd') || '').split('\n')) {
+    const f = line.split(':');
+    if (f.length >= 4) users.set(f[0], { uid: Number(f[2]), gid: Number(f[3]) });
+  }
+  const groups = new Map();
+  for (const line of (readText('/etc/group') || '').split('\n')) {
+    const f = line.split(':');
+    if (f.length >= 4) groups.set(Number(f[2]), { name: f[0], members: f[3] ? f[3].split(',') : [] });
+  }
+  return { users, groups };
+}
+
+/** Can `user` connect() to the socket at `file`: write on it, search on every parent. */
+function access(file, user) {
+  const { users, groups } = passwd();
+  const u = users.get(user);
+  if (!u) return { ok: false, why: `user ${user} does not exist` };
+  const gids = new Set([u.gid, ...[...groups].filter(([, g]) => g.members.includes(user)).map(([gid]) => gid)]);
+  const may = (st, bits) => {
+    if (u.uid === 0) return true;
+    if (st.uid === u.uid) return ((st.mode >> 6) & bits) === bits;
+    if (gids.has(st.gid)) return ((st.mode >> 3) & bits) === bits;
+    return (st.mode & bits) === bits;
+  };
+  let dir = path.dirname(file);
+  const chain = [];
+  for (;;) {
+    chain.unshift(dir);
+    if (dir === '/') break;
+    dir = path.dirname(dir);
+  }
+  for (const d of chain) {
+    const st = fs.statSync(d);
+    if (!may(st, 1)) return { ok: false, why: `${user} cannot search ${d} (mode ${(st.mode & 0o777).toString(8)})` };
+  }
+  const st = fs.statSync(file);
+  if (!may(st, 2)) return { ok: false, why: `${user} has no write permission on ${file} (mode ${(st.mode & 0o777).toString(8)})` };
+  return { ok: true };
+}
+
+function groupName(gid) {
+  const g = passwd().groups.get(gid);
+  return g ? g.name : String(gid);
+}
+
+function healthz(socketPath, timeoutMs = 3000) {
+  return new Promise((resolve) => {
+    const req = http.get({ socketPath, path: '/healthz', timeout: timeoutMs, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => {
+        try {
+          resolve({ status: res.statusCode, body: JSON.parse(body) });
+        } catch {
+          resolve({ status: res.statusCode, body: null });
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err) => resolve({ error: err.code || err.message }));
+  });
+}
+
+function nginxBinary() {
+  for (const b of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx']) if (fs.existsSync(b)) return b;
+  return 'nginx';
+}
+
+/** Read what runs. Options: nginxConf, nginxBin, appConfig, socket. */
+async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = nginxBinary(), appConfig = '/etc/tunekit-app/app.json', socket = null } = {}) {
+  const facts = {
+    kernel: {
+      somaxconn: readInt('/proc/sys/net/core/somaxconn'),
+      nrOpen: readInt('/proc/sys/fs/nr_open'),
+    },
+    nginx: null,
+    app: null,
+    sockets: [],
+    errors: [],
+  };
+  const dump = spawnSync(nginxBin, ['-T', '-c', nginxConf], { encoding: 'utf8' });
+  if (dump.status !== 0) {
+    facts.errors.push(`nginx -T -c ${nginxConf} failed: ${(dump.stderr || dump.error?.message || '').trim().split('\n').pop()}`);
+  } else {
+    facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout));
+    const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
+    const master = pidText ? Number(pidText.trim()) : null;
+    if (master && fs.existsSync(`/proc/${master}`)) {
+      facts.nginx.masterPid = master;
+      facts.nginx.masterNofile = nofile(master);
+      facts.nginx.workerNofile = childrenOf(master).map(nofile).filter((n) => n != null);
+    }
+  }
+  const live = listeners();
+  facts.listeners = live;
+
+  const settings = readText(appConfig);
+  let appSettings = null;
+  if (settings) {
+    try {
+      appSettings = JSON.parse(settings);
+    } catch (err) {
+      facts.errors.push(`${appConfig} is not JSON: ${err.message}`);
+    }
+  }
+  const socketPaths = socket ? [socket]
+    : facts.nginx ? facts.nginx.upstreams.flatMap((u) => u.servers.filter((s) => s.startsWith('unix:')).map((s) => s.slice(5)))
+      : appSettings && appSettings.listen.startsWith('unix:') ? [appSettings.listen.slice(5)] : [];
+  for (const p of [...new Set(socketPaths)]) {
+    const entry = { path: p, exists: false };
+    try {
+      const st = fs.statSync(p);
+      entry.exists = true;
+      entry.isSocket = st.isSocket();
+      entry.mode = st.mode & 0o777;
+      entry.group = groupName(st.gid);
+      const dst = fs.statSync(path.dirname(p));
+      entry.dirMode = dst.mode & 0o777;
+      entry.dirGroup = groupName(dst.gid);
+      if (facts.nginx && facts.nginx.user) entry.nginxAccess = access(p, facts.nginx.user);
+    } catch (err) {
+      entry.error = err.code;
+    }
+    const l = live.find((x) => x.kind === 'unix' && x.local === p);
+    if (l) {
+      entry.backlog = l.backlog;
+      entry.pids = l.pids;
+      entry.nofile = [...new Set(l.pids)].map(nofile).filter((n) => n != null);
+    }
+    facts.sockets.push(entry);
+  }
+  const first = facts.sockets.find((s) => s.exists && s.isSocket);
+  const hz = first ? await healthz(first.path) : null;
+  facts.app = {
+    settings: appSettings,
+    healthz: hz && hz.status === 200 && hz.body ? hz.body : null,
+    healthzError: hz && (hz.error || (hz.status !== 200 ? `HTTP ${hz.status}` : null)),
+  };
+  return facts;
+}
+
+/** The parts of nginx's effective config the cross-layer rules need. */
+function describeNginx(parsed) {
+  const { tree } = parsed;
+  const { child, findAll, seconds } = nginxconf;
+  const arg = (n) => (n ? n.args[0] : null);
+  const http = child(tree, 'http');
+  const events = child(tree, 'events');
+  const upstreams = findAll(tree, 'upstream').map(({ node }) => ({
+    name: node.args[0],
+    servers: node.children.filter((c) => c.name === 'server').map((c) => c.args[0]),
+    keepalive: child(node.children, 'keepalive') ? Number(arg(child(node.children, 'keepalive'))) : 0,
+    keepaliveTimeoutS: child(node.children, 'keepalive_timeout')
+      ? seconds(arg(child(node.children, 'keepalive_timeout'))) : NGINX_UPSTREAM_KEEPALIVE_TIMEOUT_DEFAULT_S,
+  }));
+  const inherited = (ancestors, node, name) => {
+    const own = child(node.children, name);
+    if (own) return own;
+    for (const a of [...ancestors].reverse()) {
+      const c = child(a.children, name);
+      if (c) return c;
+    }
+    return null;
+  };
+  const proxies = findAll(tree, 'location').filter(({ node }) => child(node.children, 'proxy_pass')).map(({ node, ancestors }) => {
+    const headers = [...ancestors, node].flatMap((n) => (n.children || []).filter((c) => c.name === 'proxy_set_header'));
+    const connection = headers.filter((h) => h.args[0].toLowerCase() === 'connection').pop();
+    return {
+      location: node.args.join(' '),
+      proxyPass: arg(child(node.children, 'proxy_pass')),
+      httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || '1.0',
+      connectionHeader: connection ? connection.args[1] : null,
+    };
+  });
+  const listens = findAll(tree, 'listen').map(({ node }) => {
+    const opt = (k) => {
+      const a = node.args.find((x) => x.startsWith(`${k}=`));
+      return a ? a.slice(k.length + 1) : null;
+    };
+    return { address: node.args[0], backlog: opt('backlog') ? Number(opt('backlog')) : null };
+  });
+  const maps = findAll(tree, 'map').map(({ node }) => ({ source: node.args[0], variable: node.args[1], entries: node.children.map((c) => [c.name, ...c.args]) }));
+  return {
+    user: arg(child(tree, 'user')) || 'nobody',
+    pidFile: arg(child(tree, 'pid')),
+    workerConnections: events && child(events.children, 'worker_connections') ? Number(arg(child(events.children, 'worker_connections'))) : 512,
+    workerRlimitNofile: child(tree, 'worker_rlimit_nofile') ? Number(arg(child(tree, 'worker_rlimit_nofile'))) : null,
+    upstreams,
+    proxies,
+    listens,
+    maps,
+    hasHttp: Boolean(http),
+  };
+}
+
+/** The cross-layer rules over gathered facts. Pure: facts in, findings out. */
+function analyze(facts) {
+  const out = [];
+  const add = (id, level, what, fix) => out.push({ id, level, what, ...(fix ? { fix } : {}) });
+  for (const e of facts.errors || []) add('read', 'fail', e, 'run doctor as root, and point --nginx-conf / --app-config at the live files');
+  const { kernel, nginx, app } = facts;
+  const somaxconn = kernel.somaxconn;
+
+  if (nginx) {
+    // Upstream keep-alive and the 502 race.
+    const appKeepAlive = app && app.healthz && app.healthz.keepAliveTimeout != null ? { ms: app.healthz.keepAliveTimeout, from: 'live /healthz' }
+      : app && app.settings ? { ms: app.settings.keepAliveTimeoutMs, from: 'app.json' } : null;
+    const appHeaders = app && app.healthz && app.healthz.headersTimeout != null ? app.healthz.headersTimeout
+      : app && app.settings ? app.settings.headersTimeoutMs : null;
+    for (const p of nginx.proxies) {
+      const up = nginx.upstreams.find((u) => p.proxyPass === `http://${u.name}` || p.proxyPass.startsWith(`http://${u.name}/`));
+      if (!up) {
+        add('keepalive-pool', 'warn', `location ${p.location} proxies to ${p.proxyPass} directly: no upstream block, so no keep-alive pool; every request opens a new connection to the app`,
+          'proxy_pass to an upstream block with `keepalive N;` (tunekit render does)');
+        continue;
+      }
+      if (!up.keepalive) {
+        add('keepalive-pool', 'warn', `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`, 'add `keepalive 64;` to the upstream block');
+      } else if (p.httpVersion !== '1.1') {
+        add('keepalive-http', 'fail', `location ${p.location}: proxy_http_version ${p.httpVersion} closes every upstream connection, so upstream ${up.name}'s keepalive pool is never used`, 'set `proxy_http_version 1.1;`');
+      } else if (p.connectionHeader == null) {
+        add('keepalive-connection', 'fail', `location ${p.location}: the Connection header is not set, so nginx sends "Connection: close" upstream and the pool is never used`,
+          'set `proxy_set_header Connection $connection_upgrade_or_empty;` from a map ($http_upgrade -> "upgrade", else "")');
+      } else if (/^close$/i.test(p.connectionHeader)) {
+        add('keepalive-connection', 'fail', `location ${p.location}: Connection "close" defeats the keepalive pool`, 'send "" (or "upgrade" for WebSockets, from a map)');
+      } else {
+        add('keepalive-pool', 'ok', `location ${p.location} reuses upstream ${up.name} connections (keepalive ${up.keepalive}, HTTP/1.1, Connection ${JSON.stringify(p.connectionHeader)})`);
+      }
+      if (up.keepalive && appKeepAlive) {
+        const nginxMs = up.keepaliveTimeoutS * 1000;
+        if (appKeepAlive.ms <= nginxMs) {
+          add('keepalive-race', 'fail', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) is not longer than nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s: the app closes idle connections nginx may still reuse -> 502 "upstream prematurely closed connection"`,
+            `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + 5000}), or lower nginx's keepalive_timeout`);
+        } else {
+          add('keepalive-race', 'ok', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`);
+        }
+      }
+    }
+    if (appHeaders != null && appKeepAlive && appHeaders <= appKeepAlive.ms) {
+      add('headers-timeout', 'fail', `app headersTimeout ${appHeaders} ms is not above keepAliveTimeout ${appKeepAlive.ms} ms`, 'set headersTimeout = keepAliveTimeout + 1000');
+    }
+    const wsMap = nginx.maps.find((m) => m.source === '$http_upgrade');
+    if (wsMap) {
+      const closes = wsMap.entries.some((e) => /^close$/i.test(e[e.length - 1]));
+      const pooled = nginx.upstreams.some((u) => u.keepalive);
+      if (closes) {
+        add('upgrade-map', pooled ? 'fail' : 'warn',
+          `map $http_upgrade ${wsMap.variable} sends "close" for plain requests${pooled ? ': that defeats the upstream keepalive pool' : ' (harmless only while there is no keepalive pool)'}`,
+          'map the default to "" instead of close');
+      } else {
+        add('upgrade-map', 'ok', `map $http_upgrade ${wsMap.variable} sends "upgrade" only when asked`);
+      }
+    }
+
+    // Backlogs and somaxconn.
+    for (const l of nginx.listens) {
+      const asked = l.backlog ?? LISTEN_BACKLOG_DEFAULT;
+      const liveQ = (facts.listeners || []).find((x) => x.kind === 'tcp' && (x.local === l.address || x.local.endsWith(`:${l.address.split(':').pop()}`)));
+      const eff = Math.min(asked, somaxconn);
+      if (asked > somaxconn) {
+        add('backlog', 'warn', `nginx listen ${l.address} asks backlog ${asked} but net.core.somaxconn is ${somaxconn}: the kernel clamps it to ${somaxconn}`, `raise net.core.somaxconn to ${asked} (tunekit's sysctl drop-in sets them together)`);
+      } else if (asked === LISTEN_BACKLOG_DEFAULT && somaxconn > LISTEN_BACKLOG_DEFAULT) {
+        add('backlog', 'warn', `nginx listen ${l.address} uses backlog ${asked} (nginx's default), so net.core.somaxconn ${somaxconn} buys nothing`, `add backlog=${somaxconn} to the listen directive`);
+      } else {
+        add('backlog', 'ok', `nginx listen ${l.address}: accept queue ${eff}${liveQ ? ` (live: ${liveQ.backlog})` : ''}`);
+      }
+    }
+    for (const s of facts.sockets) {
+      if (s.backlog == null) continue;
+      const asked = app && app.settings ? app.settings.backlog : null;
+      if (s.backlog < Math.min(somaxconn, 1024) && (asked == null || asked > s.backlog)) {
+        add('backlog', 'warn', `app socket ${s.path}: live accept queue ${s.backlog}, somaxconn ${somaxconn}`, 'pass the listen backlog the sysctl allows (tunekit_listen_backlog)');
+      } else {
+        add('backlog', 'ok', `app socket ${s.path}: live accept queue ${s.backlog} (somaxconn ${somaxconn})`);
+      }
+    }
+
+    // File descriptors.
+    const need = nginx.workerConnections * 2;
+    if (nginx.workerRlimitNofile == null) {
+      add('nofile', 'warn', `worker_rlimit_nofile is not set; workers inherit the service's limit`, `set worker_rlimit_nofile ${need} (2 x worker_connections ${nginx.workerConnections})`);
+    } else if (nginx.workerRlimitNofile < need) {
+      add('nofile', 'fail', `worker_rlimit_nofile ${nginx.workerRlimitNofile} < 2 x worker_connections ${nginx.workerConnections}`, `set worker_rlimit_nofile ${need}`);
+    } else {
+      add('nofile', 'ok', `worker_rlimit_nofile ${nginx.workerRlimitNofile} >= 2 x worker_connections ${nginx.workerConnections}`);
+    }
+    if (nginx.workerNofile && nginx.workerNofile.length) {
+      const low = Math.min(...nginx.workerNofile);
+      if (low < need) add('nofile', 'fail', `a running nginx worker has an open-files limit of ${low} < ${need}`, 'raise LimitNOFILE in nginx.service.d and worker_rlimit_nofile, then reload');
+      else add('nofile', 'ok', `running nginx workers may open ${low} files`);
+    }
+  }
+
+  // The socket: mode, group, directory, nginx's access.
+  for (const s of facts.sockets) {
+    if (!s.exists) {
+      add('socket', 'fail', `socket ${s.path} does not exist${s.error ? ` (${s.error})` : ''}`, 'start the app; check `journalctl -u tunekit-app`');
+      continue;
+    }
+    if (!s.isSocket) {
+      add('socket', 'fail', `${s.path} is not a socket`, 'remove the file that is in the way, then restart the app');
+      continue;
+    }
+    if (s.mode & 0o007) add('socket-mode', 'fail', `socket ${s.path} is mode ${s.mode.toString(8).padStart(4, '0')}: any local user may connect`, 'use mode 0660 with a group nginx is in');
+    else add('socket-mode', 'ok', `socket ${s.path} mode ${s.mode.toString(8).padStart(4, '0')} group ${s.group}`);
+    if (s.dirMode & 0o007) add('socket-dir', 'warn', `${path.dirname(s.path)} is mode ${s.dirMode.toString(8)}: others may search it`, 'use mode 0750 (RuntimeDirectoryMode)');
+    if (s.nginxAccess) {
+      if (s.nginxAccess.ok) add('socket-access', 'ok', `nginx's user may connect to ${s.path}`);
+      else add('socket-access', 'fail', `${s.nginxAccess.why}: nginx answers 502 with "(13: Permission denied)"`, `add nginx's user to group ${s.group} and make the directory group-searchable`);
+    }
+    if (s.nofile && s.nofile.length) {
+      const low = Math.min(...s.nofile);
+      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: it fails with EMFILE near ${low} connections`, 'set LimitNOFILE=65536 in the unit');
+      else add('app-nofile', 'ok', `app processes may open ${low} files`);
+    }
+  }
+  if (app && app.healthzError) add('app', 'skip', `GET /healthz on the socket: ${app.healthzError}; timeouts taken from app.json where available`);
+  return out;
+}
+
+function summarize(findings) {
+  const count = (l) => findings.filter((f) => f.level === l).length;
+  return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
+}
+
+module.exports = { gather, analyze, describeNginx, summarize, access };

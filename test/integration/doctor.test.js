@@ -1,0 +1,53 @@
+'use strict';
+// tunekit doctor against live stacks: real nginx, the real cluster, real sockets.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { startStack } = require('../../lib/stack');
+
+const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
+
+function doctor(stack, ...extra) {
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json',
+    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'),
+    '--app-config', stack.vars.tunekit_app_config_path, ...extra], { encoding: 'utf8' });
+  assert.ok(r.stdout, `doctor printed JSON (stderr: ${r.stderr})`);
+  return { code: r.status, report: JSON.parse(r.stdout) };
+}
+
+const byId = (report, id) => report.findings.filter((f) => f.id === id);
+
+test('a tuned UDS stack passes every cross-layer rule, read from the live processes', async (t) => {
+  const stack = await startStack({ upstream: 'uds', workers: 2 });
+  t.after(() => stack.stop());
+  const { code, report } = doctor(stack);
+  assert.equal(report.summary.fail, 0, JSON.stringify(report.findings.filter((f) => f.level === 'fail')));
+  assert.equal(code, 0);
+  const race = byId(report, 'keepalive-race')[0];
+  assert.equal(race.level, 'ok');
+  assert.match(race.what, /\(live \/healthz\)/, 'the app timeout came from the running app');
+  // The live accept queue of the app socket is the backlog the definition asked for (<= somaxconn).
+  const somaxconn = Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+  const sock = report.facts.sockets.find((s) => s.path === stack.socketPath);
+  assert.equal(sock.backlog, Math.min(stack.vars.tunekit_app_backlog, somaxconn));
+  assert.equal(sock.mode, 0o660);
+  assert.ok(byId(report, 'socket-access').every((f) => f.level === 'ok'));
+
+  // Loosen the live socket: doctor notices and exits non-zero.
+  fs.chmodSync(stack.socketPath, 0o666);
+  const after = doctor(stack);
+  assert.equal(after.code, 1);
+  assert.equal(byId(after.report, 'socket-mode')[0].level, 'fail');
+});
+
+test('the stock baseline is reported for its missing keep-alive pool and default backlog', async (t) => {
+  const stack = await startStack({ profile: 'stock', workers: 2 });
+  t.after(() => stack.stop());
+  const { report } = doctor(stack);
+  const pool = byId(report, 'keepalive-pool')[0];
+  assert.equal(pool.level, 'warn');
+  assert.match(pool.what, /no upstream block, so no keep-alive pool/);
+  assert.ok(byId(report, 'backlog').some((f) => f.level === 'warn' && /buys nothing/.test(f.what)));
+});

@@ -1,0 +1,116 @@
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const nginxconf = require('../../lib/nginxconf');
+const doctor = require('../../lib/doctor');
+
+const DUMP = `nginx: the configuration file /x/nginx.conf syntax is ok
+# configuration file /x/nginx.conf:
+user www-data;
+worker_rlimit_nofile 1000;
+events { worker_connections 4096; }
+http {
+    include /x/conf.d/*.conf;
+}
+
+# configuration file /x/conf.d/app.conf:
+map $http_upgrade $conn { default close; "~." upgrade; }
+upstream app {
+    server unix:/run/app/app.sock;   # the app
+    keepalive 32;
+    keepalive_timeout 75s;
+}
+server {
+    listen 127.0.0.1:8080 backlog=8192 reuseport;
+    location / {
+        proxy_pass http://app;
+        proxy_set_header Host "$host";
+    }
+}
+`;
+
+test('nginx -T output is parsed with includes expanded', () => {
+  const d = doctor.describeNginx(nginxconf.parseDump(DUMP));
+  assert.equal(d.user, 'www-data');
+  assert.equal(d.workerConnections, 4096);
+  assert.equal(d.workerRlimitNofile, 1000);
+  assert.deepEqual(d.upstreams, [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 32, keepaliveTimeoutS: 75 }]);
+  assert.deepEqual(d.proxies, [{ location: '/', proxyPass: 'http://app', httpVersion: '1.0', connectionHeader: null }]);
+  assert.deepEqual(d.listens, [{ address: '127.0.0.1:8080', backlog: 8192 }]);
+});
+
+test('nginx times convert to seconds', () => {
+  assert.equal(nginxconf.seconds('60s'), 60);
+  assert.equal(nginxconf.seconds('1m 30s'), 90);
+  assert.equal(nginxconf.seconds('75'), 75);
+  assert.equal(nginxconf.seconds('500ms'), 0.5);
+  assert.throws(() => nginxconf.seconds('soon'), /not an nginx time/);
+});
+
+function facts(over = {}) {
+  const nginx = doctor.describeNginx(nginxconf.parseDump(DUMP));
+  return {
+    kernel: { somaxconn: 4096, nrOpen: 1048576 },
+    nginx,
+    app: { settings: { keepAliveTimeoutMs: 5000, headersTimeoutMs: 60000, backlog: 511 }, healthz: null },
+    sockets: [],
+    listeners: [],
+    errors: [],
+    ...over,
+  };
+}
+
+const ids = (findings, level) => findings.filter((f) => f.level === level).map((f) => f.id).sort();
+
+test('the seed-004 mistakes are each reported with a fix', () => {
+  const found = doctor.analyze(facts());
+  // HTTP/1.0 upstream, a "close" map with a pool, backlog above somaxconn, rlimit < 2 x connections.
+  assert.deepEqual(ids(found, 'fail'), ['keepalive-http', 'keepalive-race', 'nofile', 'upgrade-map']);
+  assert.deepEqual(ids(found, 'warn'), ['backlog']);
+  const race = found.find((f) => f.id === 'keepalive-race');
+  assert.match(race.what, /5000 ms .* not longer than nginx upstream app keepalive_timeout 75s/);
+  assert.match(race.fix, /above 75000 ms/);
+  for (const f of found.filter((x) => x.level !== 'ok')) assert.ok(f.fix, `${f.id} says how to fix it`);
+});
+
+test('the live /healthz timeout wins over app.json', () => {
+  const f = facts({ app: { settings: { keepAliveTimeoutMs: 5000, headersTimeoutMs: 6000 }, healthz: { keepAliveTimeout: 80000, headersTimeout: 81000 } } });
+  const race = doctor.analyze(f).find((x) => x.id === 'keepalive-race');
+  assert.equal(race.level, 'ok');
+  assert.match(race.what, /80000 ms \(live \/healthz\)/);
+});
+
+test('a socket others may use, or nginx may not reach, fails', () => {
+  const f = facts({
+    sockets: [{ path: '/run/app/app.sock', exists: true, isSocket: true, mode: 0o666, group: 'app', dirMode: 0o755, nginxAccess: { ok: false, why: 'www-data cannot search /run/app (mode 700)' } }],
+  });
+  const found = doctor.analyze(f);
+  assert.equal(found.find((x) => x.id === 'socket-mode').level, 'fail');
+  assert.equal(found.find((x) => x.id === 'socket-dir').level, 'warn');
+  const acc = found.find((x) => x.id === 'socket-access');
+  assert.equal(acc.level, 'fail');
+  assert.match(acc.what, /Permission denied/);
+});
+
+test('access() follows search permission on every parent directory', { skip: process.getuid() !== 0 && 'needs root to chown' }, () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-doc-'));
+  try {
+    fs.chmodSync(dir, 0o755);
+    const file = path.join(dir, 'f');
+    fs.writeFileSync(file, '');
+    fs.chmodSync(file, 0o666);
+    assert.equal(doctor.access(file, 'nobody').ok, true);
+    fs.chmodSync(dir, 0o750);
+    const r = doctor.access(file, 'nobody');
+    assert.equal(r.ok, false);
+    assert.match(r.why, /nobody cannot search .* \(mode 750\)/);
+    fs.chmodSync(dir, 0o755);
+    fs.chmodSync(file, 0o644);
+    assert.match(doctor.access(file, 'nobody').why, /no write permission/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
