@@ -164,6 +164,7 @@ function evaluate(raw) {
  */
 function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}) {
   const raw = loadDefaults();
+  const defaults = { ...raw };
   const known = Object.keys(raw);
   const apply = (key, value, where) => {
     if (!(key in raw)) {
@@ -180,7 +181,10 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
   }
   for (const pair of set) {
     const [k, v] = parseSet(pair);
-    apply(k, v, `--set ${pair}`);
+    // A string-valued tunable keeps the text as typed ("1.0" stays "1.0"); others
+    // take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
+    const keepText = typeof defaults[k] === 'string' && !isTemplated(defaults[k]);
+    apply(k, keepText ? pair.slice(pair.indexOf('=') + 1) : v, `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
 

@@ -89,3 +89,10 @@ test('app settings carry the derived timeouts the runner applies', () => {
   assert.equal(s.backlog, v.tunekit_listen_backlog);
   assert.equal(s.socketMode, '0660');
 });
+
+test('--set keeps the text of a string tunable and types a numeric one', () => {
+  const v = config.resolve({ set: ['tunekit_nginx_proxy_http_version=1.1', 'tunekit_nginx_worker_connections=2048', 'tunekit_socket_mode=0660'] });
+  assert.equal(v.tunekit_nginx_proxy_http_version, '1.1');
+  assert.equal(v.tunekit_nginx_worker_connections, 2048);
+  assert.equal(v.tunekit_socket_mode, '0660');
+});

@@ -1,0 +1,169 @@
+'use strict';
+// tunekit demo [--keep] [--upstream uds|tcp|per-worker] [--duration S] [--connections N]
+// tunekit demo --stop DIR
+//
+// Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (a free,
+// non-default port) and the cluster on a Unix domain socket, sends a short,
+// bounded burst through nginx with autocannon, prints what happened, and stops
+// everything: no process, socket or temp dir is left. --keep leaves it running
+// and prints how to stop it.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+const autocannon = require('autocannon');
+const { UsageError } = require('../errors');
+const { startStack, stopDir, stackFiles, STACK_PREFIX, alive } = require('../stack');
+
+const HELP = `usage: tunekit demo [options]
+       tunekit demo --stop DIR
+
+Start nginx (127.0.0.1, a free port) in front of the Node cluster on a Unix
+domain socket, both rendered from the kit's templates into a temp dir; send a
+short burst through nginx; print the URL, the socket, the workers that answered,
+req/s and latency; stop and remove everything.
+
+options:
+  --upstream KIND     uds (default) | tcp | per-worker
+  --workers N         app workers (default 2)
+  --duration S        burst length in seconds (default 3, at most 60)
+  --connections N     concurrent client connections (default 20, at most 1000)
+  --keep              leave the stack running; prints how to stop it
+  --stop DIR          stop a stack left running by --keep and remove DIR
+  -h, --help          this text`;
+
+function parse(argv) {
+  try {
+    return parseArgs({
+      args: argv,
+      options: {
+        upstream: { type: 'string', default: 'uds' },
+        workers: { type: 'string', default: '2' },
+        duration: { type: 'string', default: '3' },
+        connections: { type: 'string', default: '20' },
+        keep: { type: 'boolean', default: false },
+        stop: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new UsageError(`${err.message}\n\n${HELP}`);
+  }
+}
+
+function bounded(name, value, min, max) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new UsageError(`--${name} ${value}: expected a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
+async function stopCommand(dir) {
+  const abs = path.resolve(dir);
+  const f = stackFiles(abs);
+  if (!path.basename(abs).startsWith(STACK_PREFIX) || !(fs.existsSync(f.appPid) || fs.existsSync(f.nginxPid))) {
+    throw new UsageError(`${abs} is not a stack left by \`tunekit demo --keep\` (no run/app.pid or run/nginx.pid in a ${STACK_PREFIX}* dir)`);
+  }
+  const { stopped, clean } = await stopDir(abs);
+  console.log(`stopped ${stopped.length} processes (${stopped.join(' ') || 'none were running'}), removed ${abs}`);
+  return clean ? 0 : 1;
+}
+
+async function burst(stack, { duration, connections }) {
+  const pidsSeen = new Map();
+  const result = await autocannon({
+    url: stack.url,
+    connections,
+    duration,
+    timeout: 10,
+    requests: [{
+      method: 'GET',
+      onResponse(status, body) {
+        try {
+          const pid = JSON.parse(body).pid;
+          if (pid) pidsSeen.set(pid, (pidsSeen.get(pid) || 0) + 1);
+        } catch {
+          // not the example app's JSON
+        }
+      },
+    }],
+  });
+  return { result, pidsSeen };
+}
+
+async function main(argv) {
+  const opts = parse(argv);
+  if (opts.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (opts.stop) return stopCommand(opts.stop);
+  if (!['uds', 'tcp', 'per-worker'].includes(opts.upstream)) {
+    throw new UsageError(`--upstream ${opts.upstream}: expected uds, tcp or per-worker`);
+  }
+  const duration = bounded('duration', opts.duration, 1, 60);
+  const connections = bounded('connections', opts.connections, 1, 1000);
+  const workers = bounded('workers', opts.workers, 1, Math.max(64, os.availableParallelism()));
+
+  console.log('tunekit demo: rendering the tuned config and starting nginx + the Node cluster ...');
+  const stack = await startStack({ upstream: opts.upstream, workers, detached: opts.keep });
+  // Ctrl-C during the burst: stop the stack before leaving (a signal skips
+  // 'exit' handlers, and the temp dir would stay).
+  const interrupted = (sig) => {
+    console.error(`\ntunekit demo: ${sig}, stopping nginx and the app ...`);
+    stack.stop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+  let pidsAtStart;
+  let appWorkers;
+  try {
+    pidsAtStart = stack.pids();
+    console.log(`  url            ${stack.url}`);
+    console.log(`  nginx          pid ${pidsAtStart.nginx[0]}, workers ${pidsAtStart.nginx.slice(1).join(' ')} (config ${path.join(stack.renderDir, 'etc/nginx/nginx.conf')})`);
+    appWorkers = stack.ready.workers || pidsAtStart.app.slice(1);
+    console.log(`  app            pid ${pidsAtStart.app[0]}, workers ${appWorkers.join(' ')} (listen ${stack.appListen})`);
+    console.log(`  socket         ${stack.socketPath || '(none: TCP upstream)'}`);
+    console.log(`  burst          ${connections} connections for ${duration} s through nginx (autocannon)`);
+
+    const { result, pidsSeen } = await burst(stack, { duration, connections });
+    const seen = [...pidsSeen.entries()].sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
+    console.log(`  requests       ${result.requests.total} (${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts)`);
+    console.log(`  req/s          ${Math.round(result.requests.average)}`);
+    console.log(`  latency        p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms (whole milliseconds: autocannon's resolution)`);
+    console.log(`  workers seen   ${seen.join(', ') || 'none'} — ${pidsSeen.size} of ${appWorkers.length} app workers answered`);
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  } finally {
+    process.removeListener('SIGINT', interrupted);
+    process.removeListener('SIGTERM', interrupted);
+  }
+
+  if (opts.keep) {
+    const p = stack.pids();
+    console.log('\nLeft running (--keep). Try: curl ' + stack.url);
+    console.log(`Stop it with:\n  node bin/tunekit.js demo --stop ${stack.renderDir}`);
+    // rm only once both are gone: the app removes its own socket when it stops.
+    console.log(`or by hand:\n  kill -QUIT ${p.nginx[0]}; kill -TERM ${p.app[0]}; ` +
+      `while kill -0 ${p.app[0]} 2>/dev/null || kill -0 ${p.nginx[0]} 2>/dev/null; do sleep 0.2; done; rm -rf ${stack.renderDir}`);
+    return 0;
+  }
+
+  await stack.stop();
+  const all = [...pidsAtStart.nginx, ...pidsAtStart.app];
+  const left = all.filter(alive);
+  const dirLeft = fs.existsSync(stack.renderDir);
+  if (left.length || dirLeft) {
+    console.error(`tunekit demo: left behind: ${left.length ? `processes ${left.join(' ')}` : ''}${dirLeft ? ` ${stack.renderDir}` : ''}`);
+    return 1;
+  }
+  console.log(`stopped: ${all.length} processes exited (${all.join(' ')}), socket and ${stack.renderDir} removed`);
+  return 0;
+}
+
+module.exports = { main, HELP };

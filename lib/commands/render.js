@@ -1,0 +1,85 @@
+'use strict';
+// tunekit render --out DIR [--vars FILE.yml]... [--set key=value]... [--prefix]
+//                [--check] [--layer NAME]...
+//
+// Resolves the one definition (lib/config: defaults < --vars files < --set),
+// refuses an inconsistent set (naming both values), renders every template of the
+// manifest into memory, and only then writes the tree under DIR.
+
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+const { UsageError } = require('../errors');
+const config = require('../config');
+const renderer = require('../render');
+
+const HELP = `usage: tunekit render --out DIR [options]
+
+Write the files a host needs (nginx, the app's settings, systemd units, sysctl)
+under DIR at their host paths (DIR/etc/nginx/nginx.conf, ...).
+
+options:
+  --out DIR         where to write the tree (required)
+  --vars FILE.yml   variables file, like ansible-playbook -e @FILE (repeatable;
+                    e.g. ansible/profiles/stock.yml, small.yml, large.yml)
+  --set key=value   one variable, like -e key=value (repeatable; wins over --vars)
+  --prefix          make the tree self-contained and runnable as you: paths point
+                    into DIR, so nginx -t -c DIR/etc/nginx/nginx.conf needs no /etc
+  --check           render a prefixed copy to a temp dir and run nginx -t on it
+                    before anything is written; refuse the render if nginx does
+  --layer NAME      only this layer (nginx, app, systemd, sysctl, pm2; repeatable)
+  -h, --help        this text
+
+Variables and their defaults: ansible/roles/tunekit_defaults/defaults/main/.`;
+
+function parse(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        out: { type: 'string' },
+        vars: { type: 'string', multiple: true, default: [] },
+        set: { type: 'string', multiple: true, default: [] },
+        prefix: { type: 'boolean', default: false },
+        check: { type: 'boolean', default: false },
+        layer: { type: 'string', multiple: true, default: [] },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (err) {
+    throw new UsageError(`${err.message}\n\n${HELP}`);
+  }
+  return parsed.values;
+}
+
+async function main(argv) {
+  const opts = parse(argv);
+  if (opts.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (!opts.out) throw new UsageError(`--out DIR is required\n\n${HELP}`);
+  const known = [...new Set(renderer.loadManifest().map((e) => e.layer))];
+  for (const l of opts.layer) {
+    if (!known.includes(l)) throw new UsageError(`unknown layer "${l}"; the layers are ${known.join(', ')}`);
+  }
+  const layers = opts.layer.length ? opts.layer : null;
+
+  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set });
+  if (opts.check) {
+    renderer.validate(vars, { layers });
+    console.log('nginx -t: the rendered configuration is valid');
+  }
+  const outDir = path.resolve(opts.out);
+  const { files } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  console.log(`wrote ${files.length} files under ${outDir}:`);
+  for (const f of files) console.log(`  ${path.relative(outDir, f)}`);
+  if (opts.prefix) {
+    console.log(`test it: nginx -t -c ${path.join(outDir, 'etc/nginx/nginx.conf')}`);
+  }
+  return 0;
+}
+
+module.exports = { main, HELP };

@@ -1,0 +1,346 @@
+'use strict';
+// The local stack: nginx in front of the tunekit cluster, both rendered from the
+// one definition into a temp dir (`tunekit render --prefix`), listening on
+// loopback only. Used by `tunekit demo`, the nginx integration tests and the
+// load-test harness.
+//
+//   const stack = await startStack({ upstream: 'uds', profile: 'tuned', workers: 2 });
+//   stack.url                 http://127.0.0.1:PORT/
+//   stack.pids()              { nginx: [master, ...workers], app: [primary, ...workers] }
+//   await stack.stop()        nginx quits, the app drains, the temp dir goes
+//
+// Layout of the temp dir (DIR): the rendered tree (DIR/etc/nginx/..., DIR/etc/
+// tunekit-app/app.json), the socket in DIR/run/tunekit-app/, logs in
+// DIR/var/log/ (nginx's error and access logs, app.log = the runner's JSON lines),
+// pid files DIR/run/nginx.pid and DIR/run/app.pid (what `tunekit demo --stop DIR`
+// reads).
+
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const { spawn } = require('node:child_process');
+const config = require('./config');
+const renderer = require('./render');
+const { ROOT } = require('./template');
+
+const CLI = path.join(ROOT, 'bin/tunekit.js');
+const STOCK_PROFILE = path.join(ROOT, 'ansible/profiles/stock.yml');
+const STACK_PREFIX = 'tunekit-stack-';
+const READY_TIMEOUT_MS = 60000;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function readStat(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0], ppid: Number(rest[1]) };
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid) {
+  if (!pid) return false;
+  const st = readStat(pid);
+  return Boolean(st) && st.state !== 'Z' && st.state !== 'X';
+}
+
+function cmdline(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Live children of pid, read from /proc now. */
+function childrenOf(pid) {
+  if (!pid) return [];
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const st = readStat(name);
+    if (st && st.ppid === pid && st.state !== 'Z') out.push(Number(name));
+  }
+  return out.sort((a, b) => a - b);
+}
+
+function readPid(file) {
+  try {
+    const n = Number(fs.readFileSync(file, 'utf8').trim());
+    return Number.isInteger(n) && n > 0 ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+function tail(file, lines = 20) {
+  try {
+    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+async function waitGone(pids, ms) {
+  const deadline = Date.now() + ms;
+  while (pids.some(alive) && Date.now() < deadline) await sleep(50);
+  return !pids.some(alive);
+}
+
+function signal(pid, sig) {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+/** One GET; resolves {status, body} or rejects on a connection error. */
+function get(url, timeoutMs = 5000) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url} within ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
+}
+
+/** The paths a stack in dir uses (also for `tunekit demo --stop DIR`). */
+function stackFiles(dir) {
+  return {
+    appPid: path.join(dir, 'run/app.pid'),
+    nginxPid: path.join(dir, 'run/nginx.pid'),
+    appLog: path.join(dir, 'var/log/app.log'),
+    nginxStderr: path.join(dir, 'var/log/nginx/stderr.log'),
+    nginxConf: path.join(dir, 'etc/nginx/nginx.conf'),
+  };
+}
+
+/**
+ * Stop the stack living in dir, from this process or another one: nginx quits
+ * gracefully (SIGQUIT), the app primary drains (SIGTERM); stragglers get SIGKILL
+ * after the drain window; the socket is left for its owner to remove, the dir is
+ * removed last. Only processes whose command line names dir are signalled (and
+ * their own children), so a recycled pid is never hit.
+ */
+async function stopDir(dir, { appPid = null, nginxPid = null, drainMs = 15000 } = {}) {
+  const f = stackFiles(dir);
+  const ours = (pid) => pid && alive(pid) && cmdline(pid).includes(dir);
+  const nginx = [nginxPid, readPid(f.nginxPid)].find(ours) || null;
+  const app = [appPid, readPid(f.appPid)].find(ours) || null;
+  const nginxKids = childrenOf(nginx);
+  const appKids = childrenOf(app);
+  if (nginx) signal(nginx, 'SIGQUIT');
+  if (app) signal(app, 'SIGTERM');
+  const all = [nginx, app, ...nginxKids, ...appKids].filter(Boolean);
+  let clean = await waitGone(all, drainMs);
+  if (!clean) {
+    for (const pid of all) if (alive(pid)) signal(pid, 'SIGKILL');
+    clean = await waitGone(all, 5000);
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { stopped: all, clean };
+}
+
+async function waitForReady(child, files, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  let exited = null;
+  child.once('exit', (code, sig) => { exited = { code, sig }; });
+  while (Date.now() < deadline) {
+    let text = '';
+    try {
+      text = fs.readFileSync(files.appLog, 'utf8');
+    } catch {
+      // not written yet
+    }
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('{')) continue;
+      let ev;
+      try {
+        ev = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      if (ev.event === 'ready') return ev;
+      if (ev.event === 'listen-refused' || ev.event === 'crash-loop') {
+        throw new Error(`the app did not start (${ev.event}): ${ev.error && ev.error.message ? ev.error.message : ev.error || ev.message || line}`);
+      }
+    }
+    if (exited) {
+      throw new Error(`the app exited (code ${exited.code}, signal ${exited.sig}) before it was ready:\n${tail(files.appLog)}`);
+    }
+    await sleep(50);
+  }
+  throw new Error(`the app printed no "ready" line within ${timeoutMs} ms:\n${tail(files.appLog)}`);
+}
+
+async function waitForNginx(child, url, files, errorLog, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  let exited = null;
+  child.once('exit', (code, sig) => { exited = { code, sig }; });
+  let last = '';
+  while (Date.now() < deadline) {
+    if (exited) {
+      throw new Error(`nginx exited (code ${exited.code}, signal ${exited.sig}) at start:\n${tail(files.nginxStderr)}\n${tail(errorLog)}`);
+    }
+    try {
+      const r = await get(url, 2000);
+      if (r.status === 200) return;
+      last = `HTTP ${r.status}`;
+    } catch (err) {
+      last = err.message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`nginx did not answer 200 on ${url} within ${timeoutMs} ms (last: ${last}):\n${tail(errorLog)}`);
+}
+
+/**
+ * Render and start nginx + the cluster on loopback.
+ * @param {object} [o]
+ * @param {'uds'|'tcp'|'per-worker'} [o.upstream]  default uds (tcp for the stock profile)
+ * @param {'tuned'|'stock'} [o.profile='tuned']
+ * @param {number} [o.workers=2]       app workers
+ * @param {string|null} [o.module]     the app module (default: the example app)
+ * @param {string[]} [o.set]           extra key=value, applied last
+ * @param {string[]} [o.varsFiles]     extra variable files
+ * @param {number} [o.port=0]          nginx's port on 127.0.0.1; 0 picks a free one
+ * @param {object} [o.env]             extra environment for the app
+ * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
+ */
+async function startStack({
+  upstream = null,
+  profile = 'tuned',
+  workers = 2,
+  module = null,
+  set = [],
+  varsFiles = [],
+  port = 0,
+  env = {},
+  detached = false,
+} = {}) {
+  if (!['tuned', 'stock'].includes(profile)) throw new config.ConfigError(`profile must be tuned or stock, not ${profile}`);
+  const kind = upstream || (profile === 'stock' ? 'tcp' : 'uds');
+  const nginxPort = port || await freePort();
+  const sets = [
+    `tunekit_upstream_kind=${kind}`,
+    `tunekit_app_workers=${workers}`,
+    'tunekit_nginx_listen_address=127.0.0.1',
+    `tunekit_nginx_listen_port=${nginxPort}`,
+  ];
+  if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
+  if (module) sets.push(`tunekit_app_module=${path.resolve(module)}`);
+  const hostVars = config.resolve({
+    varsFiles: [...(profile === 'stock' ? [STOCK_PROFILE] : []), ...varsFiles],
+    set: [...sets, ...set],
+  });
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), STACK_PREFIX));
+  const files = stackFiles(dir);
+  let app = null;
+  let nginx = null;
+  let vars = null;
+  let stopped = null;
+  const onExit = () => {
+    // This process is going away without stop(): leave nothing running.
+    for (const pid of [nginx && nginx.pid, app && app.pid]) {
+      if (!pid) continue;
+      for (const k of childrenOf(pid)) signal(k, 'SIGKILL');
+      signal(pid, 'SIGKILL');
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+
+  const stop = () => {
+    if (!stopped) {
+      if (!detached) process.removeListener('exit', onExit);
+      stopped = stopDir(dir, { appPid: app && app.pid, nginxPid: nginx && nginx.pid, drainMs: vars ? vars.tunekit_app_drain_timeout_s * 1000 + 5000 : 15000 });
+    }
+    return stopped;
+  };
+
+  try {
+    const res = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'] });
+    vars = res.vars;
+    fs.mkdirSync(path.dirname(files.appLog), { recursive: true });
+    if (!detached) process.on('exit', onExit);
+
+    const appSettings = JSON.parse(fs.readFileSync(vars.tunekit_app_config_path, 'utf8'));
+    const appOut = fs.openSync(files.appLog, 'a');
+    app = spawn(process.execPath, [CLI, 'run', '--config', vars.tunekit_app_config_path], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', appOut, appOut],
+      detached,
+    });
+    fs.closeSync(appOut);
+    fs.writeFileSync(files.appPid, `${app.pid}\n`);
+    const ready = await waitForReady(app, files, READY_TIMEOUT_MS);
+
+    const nginxErr = fs.openSync(files.nginxStderr, 'a');
+    nginx = spawn(renderer.nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
+      stdio: ['ignore', nginxErr, nginxErr],
+      detached,
+    });
+    fs.closeSync(nginxErr);
+    const url = `http://127.0.0.1:${nginxPort}/`;
+    await waitForNginx(nginx, url, files, vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS);
+    if (detached) {
+      app.unref();
+      nginx.unref();
+    }
+
+    const socketPath = kind === 'tcp' ? null : vars.tunekit_socket_path;
+    return {
+      url,
+      port: nginxPort,
+      upstream: kind,
+      profile,
+      socketPath,
+      sockets: ready.sockets || (socketPath ? [socketPath] : []),
+      appListen: appSettings.listen,
+      renderDir: dir,
+      errorLogPath: vars.tunekit_nginx_error_log_path,
+      accessLogPath: vars.tunekit_nginx_access_log_path,
+      appLogPath: files.appLog,
+      vars,
+      ready,
+      pids() {
+        const n = nginx && alive(nginx.pid) ? nginx.pid : null;
+        const a = app && alive(app.pid) ? app.pid : null;
+        return {
+          nginx: n ? [n, ...childrenOf(n)] : [],
+          app: a ? [a, ...childrenOf(a)] : [],
+        };
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+module.exports = { startStack, stopDir, stackFiles, freePort, childrenOf, alive, cmdline, STACK_PREFIX };

@@ -1,0 +1,108 @@
+'use strict';
+// `npm run demo` (set-up, then `tunekit demo`) as the README says to run it: it
+// prints the URL, the socket, the workers that answered, req/s and p50/p99, then
+// leaves no process, socket or temp dir. --keep leaves it running, and the stop
+// command it prints removes everything.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn, spawnSync } = require('node:child_process');
+const { ROOT } = require('../../lib/template');
+const { alive } = require('../../lib/stack');
+
+const CLI = path.join(ROOT, 'bin/tunekit.js');
+
+function run(args, t, { npm = false } = {}) {
+  return new Promise((resolve) => {
+    // `npm run demo -- ARGS` runs the set-up step, then `tunekit demo ARGS`.
+    const child = npm
+      ? spawn('npm', ['run', '--silent', 'demo', '--', ...args], { cwd: ROOT })
+      : spawn(process.execPath, [CLI, ...args], { cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGINT'), 120_000);
+    t.after(() => { clearTimeout(timer); if (child.exitCode === null) child.kill('SIGKILL'); });
+    child.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+  });
+}
+
+function field(out, name) {
+  const m = out.match(new RegExp(`^ {2}${name} +(.*)$`, 'm'));
+  assert.ok(m, `no "${name}" line in:\n${out}`);
+  return m[1];
+}
+
+function pidsIn(out) {
+  const nums = (s) => (s.match(/\b\d+\b/g) || []).map(Number);
+  const nginx = field(out, 'nginx').replace(/\(config.*$/, '');
+  const app = field(out, 'app').replace(/\(listen.*$/, '');
+  return { nginx: nums(nginx), app: nums(app) };
+}
+
+test('npm run demo: reports URL, socket, workers, req/s, p50/p99 and leaves nothing behind', { timeout: 150_000 }, async (t) => {
+  const r = await run(['--duration', '2', '--connections', '10'], t, { npm: true });
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  const out = r.stdout;
+  const url = field(out, 'url');
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+  assert.notEqual(new URL(url).port, '80');
+  const socket = field(out, 'socket');
+  assert.match(socket, /^\/tmp\/tunekit-stack-\w+\/run\/tunekit-app\/app\.sock$/);
+  assert.match(field(out, 'app'), new RegExp(`listen unix:${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+  assert.match(field(out, 'requests'), /^\d+ \(0 non-2xx, 0 errors, 0 timeouts\)$/);
+  assert.match(field(out, 'req/s'), /^\d+$/);
+  assert.match(field(out, 'latency'), /^p50 \d+ ms, p99 \d+ ms/);
+  const pids = pidsIn(out);
+  assert.equal(pids.app.length, 3, 'primary + 2 workers');
+  assert.ok(pids.nginx.length >= 2, 'master + workers');
+  // Every app worker answered, and only those pids did.
+  const seen = [...field(out, 'workers seen').matchAll(/(\d+) \(\d+\)/g)].map((m) => Number(m[1]));
+  assert.deepEqual(seen.sort(), pids.app.slice(1).sort());
+  assert.match(field(out, 'workers seen'), /2 of 2 app workers answered/);
+
+  // Nothing left: processes, socket, temp dir.
+  const stopped = out.match(/^stopped: (\d+) processes exited \(([\d ]+)\), socket and \S+ removed$/m);
+  assert.ok(stopped, out);
+  const all = stopped[2].split(' ').map(Number);
+  assert.equal(all.length, Number(stopped[1]));
+  for (const pid of [...pids.nginx, ...pids.app]) assert.ok(all.includes(pid), `${pid} was stopped`);
+  const left = all.filter(alive);
+  assert.deepEqual(left, []);
+  assert.equal(fs.existsSync(socket), false, 'socket removed');
+  assert.equal(fs.existsSync(path.dirname(path.dirname(path.dirname(socket)))), false, 'temp dir removed');
+});
+
+test('tunekit demo --keep leaves it running; the printed stop command removes everything', { timeout: 150_000 }, async (t) => {
+  const r = await run(['demo', '--keep', '--duration', '1', '--connections', '4'], t);
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  const dir = r.stdout.match(/node bin\/tunekit\.js demo --stop (\S+)/)[1];
+  const pids = pidsIn(r.stdout);
+  t.after(() => spawnSync(process.execPath, [CLI, 'demo', '--stop', dir]));
+  assert.ok([...pids.nginx, ...pids.app].every(alive), 'still running after the demo returned');
+  const res = await fetch(field(r.stdout, 'url'));
+  assert.equal(res.status, 200);
+  const byHand = r.stdout.match(/^or by hand:\n {2}(.*)$/m)[1];
+  assert.ok(byHand.startsWith(`kill -QUIT ${pids.nginx[0]}; kill -TERM ${pids.app[0]}; while kill -0 ${pids.app[0]} `), byHand);
+  assert.ok(byHand.endsWith(`done; rm -rf ${dir}`), byHand);
+
+  const s = spawnSync(process.execPath, [CLI, 'demo', '--stop', dir], { encoding: 'utf8', cwd: ROOT });
+  assert.equal(s.status, 0, s.stderr);
+  assert.deepEqual([...pids.nginx, ...pids.app].filter(alive), []);
+  assert.equal(fs.existsSync(dir), false);
+});
+
+test('the by-hand stop command printed by --keep works too', { timeout: 150_000 }, async (t) => {
+  const r = await run(['demo', '--keep', '--duration', '1', '--connections', '2'], t);
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  const dir = r.stdout.match(/node bin\/tunekit\.js demo --stop (\S+)/)[1];
+  t.after(() => spawnSync(process.execPath, [CLI, 'demo', '--stop', dir]));
+  const pids = pidsIn(r.stdout);
+  const byHand = r.stdout.match(/^or by hand:\n {2}(.*)$/m)[1];
+  const s = spawnSync('sh', ['-c', byHand], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(s.status, 0, s.stderr);
+  assert.deepEqual([...pids.nginx, ...pids.app].filter(alive), []);
+  assert.equal(fs.existsSync(dir), false);
+});

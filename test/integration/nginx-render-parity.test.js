@@ -1,0 +1,103 @@
+'use strict';
+// Node (lib/template.js, nunjucks) and Ansible (ansible.builtin.template, Jinja2)
+// render every template of the manifest to the same bytes, for several variable
+// sets. Ansible loads the same role defaults (derived values included) and the
+// same manifest, so this also proves both evaluate the derived values alike.
+// One ansible-playbook run renders all sets: one inventory host per set.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const config = require('../../lib/config');
+const renderer = require('../../lib/render');
+const { ROOT } = require('../../lib/template');
+
+const ANSIBLE = path.join(ROOT, '.venv/bin/ansible-playbook');
+const profile = (p) => path.join(ROOT, 'ansible/profiles', p);
+
+const SETS = {
+  uds: { varsFiles: [], set: [] },
+  tcp: { varsFiles: [], set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3101'] },
+  per_worker: { varsFiles: [profile('small.yml')], set: ['tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] },
+  stock: { varsFiles: [profile('stock.yml')], set: ['tunekit_app_tcp_host=::1'] },
+  large: { varsFiles: [profile('large.yml')], set: ['tunekit_nginx_access_log=off', 'tunekit_nginx_listen_address=127.0.0.1'] },
+};
+
+function listFiles(dir) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out.push(path.relative(dir, p));
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return out.sort();
+}
+
+// A set's overrides as Ansible host variables: the vars files' mappings, then
+// the --set pairs, parsed the way `tunekit render` parses them.
+function hostVars(set) {
+  const vars = {};
+  for (const f of set.varsFiles) Object.assign(vars, config.readYamlFile(f));
+  for (const pair of set.set) {
+    const [k, v] = config.parseSet(pair);
+    vars[k] = v;
+  }
+  return vars;
+}
+
+test('Node and Ansible render every manifest template to the same bytes', { timeout: 600_000 }, (t) => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-parity-'));
+  t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  const hosts = {};
+  for (const [name, set] of Object.entries(SETS)) {
+    hosts[name] = { ...hostVars(set), parity_out: path.join(tmp, 'ansible', name) };
+    const vars = config.resolve(set);
+    renderer.render(vars, path.join(tmp, 'node', name), { skipMissing: true });
+  }
+  const inventory = {
+    all: {
+      vars: { ansible_connection: 'local', ansible_python_interpreter: path.join(ROOT, '.venv/bin/python'), parity_repo: ROOT },
+      hosts,
+    },
+  };
+  // JSON is YAML: Ansible's yaml inventory plugin reads it.
+  fs.writeFileSync(path.join(tmp, 'inventory.yml'), JSON.stringify(inventory, null, 2));
+
+  const r = spawnSync(ANSIBLE, ['-i', path.join(tmp, 'inventory.yml'), path.join(ROOT, 'test/fixtures/nginx/parity-playbook.yml')], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      ANSIBLE_ROLES_PATH: path.join(ROOT, 'ansible/roles'),
+      ANSIBLE_NOCOLOR: '1',
+      ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-tmp'),
+      ANSIBLE_RETRY_FILES_ENABLED: '0',
+    },
+  });
+  assert.ok(!r.error, `${ANSIBLE} did not run (${r.error && r.error.code}); run: node bin/setup.js test`);
+  assert.equal(r.status, 0, `ansible-playbook failed:\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-2000)}`);
+
+  for (const name of Object.keys(SETS)) {
+    const a = path.join(tmp, 'ansible', name);
+    const n = path.join(tmp, 'node', name);
+    const files = listFiles(n);
+    assert.ok(files.includes('etc/nginx/nginx.conf'), `${name}: node rendered no nginx.conf`);
+    assert.deepEqual(listFiles(a), files, `${name}: Ansible and Node rendered different file sets`);
+    for (const f of files) {
+      const want = fs.readFileSync(path.join(n, f), 'utf8');
+      const got = fs.readFileSync(path.join(a, f), 'utf8');
+      assert.equal(got, want, `${name}: ${f} differs between Ansible (actual) and Node (expected)`);
+    }
+  }
+  // The sets differ where they should: a vacuous comparison would not catch drift.
+  const up = (name) => fs.readFileSync(path.join(tmp, 'node', name, 'etc/nginx/tunekit/upstream.conf'), 'utf8');
+  assert.match(up('per_worker'), /server unix:\/run\/tunekit-app\/app\.sock\.3 /);
+  assert.match(up('tcp'), /server 127\.0\.0\.1:3101 /);
+  assert.ok(!fs.existsSync(path.join(tmp, 'ansible', 'stock', 'etc/nginx/tunekit/upstream.conf')));
+});

@@ -1,0 +1,87 @@
+'use strict';
+// `tunekit render` as a user runs it: refusals exit 2 with a message naming both
+// values and write nothing; a good set prints what it wrote.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { ROOT } = require('../../lib/template');
+
+const CLI = path.join(ROOT, 'bin/tunekit.js');
+
+function tunekit(args) {
+  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', cwd: ROOT });
+}
+
+function tmpdir(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-cli-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+const REFUSALS = [
+  {
+    name: 'app keepAliveTimeout not above nginx upstream keepalive_timeout',
+    set: ['tunekit_app_keepalive_timeout_ms=30000'],
+    both: [/tunekit_app_keepalive_timeout_ms=30000/, /tunekit_nginx_upstream_keepalive_timeout_s=60/],
+  },
+  {
+    name: 'worker_rlimit_nofile below 2 x worker_connections',
+    set: ['tunekit_nginx_worker_rlimit_nofile=5000'],
+    both: [/tunekit_nginx_worker_rlimit_nofile=5000/, /tunekit_nginx_worker_connections=4096/],
+  },
+  {
+    name: 'backlog above somaxconn',
+    set: ['tunekit_listen_backlog=8192', 'tunekit_sysctl_net_core_somaxconn=1024'],
+    both: [/tunekit_listen_backlog=8192/, /tunekit_sysctl_net_core_somaxconn=1024/],
+  },
+  {
+    name: 'per-worker sockets without a fixed worker count',
+    set: ['tunekit_upstream_kind=per-worker', 'tunekit_app_workers=0'],
+    both: [/tunekit_upstream_kind=per-worker/, /tunekit_app_workers > 0, not 0/],
+  },
+  {
+    name: 'a keep-alive pool larger than worker_connections',
+    set: ['tunekit_nginx_upstream_keepalive=2048', 'tunekit_nginx_worker_connections=1024'],
+    both: [/tunekit_nginx_upstream_keepalive=2048/, /tunekit_nginx_worker_connections=1024/],
+  },
+  {
+    name: 'a keep-alive pool over HTTP/1.0',
+    set: ['tunekit_nginx_proxy_http_version="1.0"'],
+    both: [/tunekit_nginx_upstream_keepalive=64/, /tunekit_nginx_proxy_http_version=1\.1, not 1\.0/],
+  },
+  {
+    name: 'a keep-alive pool with Connection: close',
+    set: ['tunekit_nginx_proxy_connection_default=close'],
+    both: [/tunekit_nginx_upstream_keepalive=64/, /tunekit_nginx_proxy_connection_default="", not "close"/],
+  },
+];
+
+for (const r of REFUSALS) {
+  test(`refused, exit 2, naming both values, nothing written: ${r.name}`, (t) => {
+    const out = path.join(tmpdir(t), 'tree');
+    const res = tunekit(['render', '--out', out, ...r.set.flatMap((s) => ['--set', s])]);
+    assert.equal(res.status, 2, res.stderr);
+    for (const re of r.both) assert.match(res.stderr, re);
+    assert.equal(fs.existsSync(out), false, `${out} must not be created`);
+  });
+}
+
+test('a good set prints every file it wrote; unknown options and layers are usage errors', (t) => {
+  const out = path.join(tmpdir(t), 'tree');
+  const res = tunekit(['render', '--out', out, '--layer', 'nginx', '--layer', 'app', '--set', 'tunekit_upstream_kind=tcp']);
+  assert.equal(res.status, 0, res.stderr);
+  assert.match(res.stdout, /wrote 9 files under /);
+  assert.match(res.stdout, /^ {2}etc\/nginx\/nginx\.conf$/m);
+  assert.match(res.stdout, /^ {2}etc\/tunekit-app\/app\.json$/m);
+  assert.ok(fs.existsSync(path.join(out, 'etc/nginx/tunekit/upstream.conf')));
+
+  const bad = tunekit(['render', '--out', out, '--layer', 'kernel']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /unknown layer "kernel"; the layers are nginx, app, systemd, sysctl, pm2/);
+  const noOut = tunekit(['render']);
+  assert.equal(noOut.status, 2);
+  assert.match(noOut.stderr, /--out DIR is required/);
+});

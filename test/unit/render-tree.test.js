@@ -1,0 +1,236 @@
+'use strict';
+// lib/render.js: what lands where, what the nginx files say for each upstream
+// kind and profile, prefix mode, and that a failed render writes nothing.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const config = require('../../lib/config');
+const renderer = require('../../lib/render');
+const { ROOT } = require('../../lib/template');
+
+function tmpdir(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-render-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function listFiles(dir) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out.push(path.relative(dir, p));
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return out.sort();
+}
+
+const nginxOnly = { layers: ['nginx', 'app'] };
+
+function renderSet(t, opts, renderOpts = {}) {
+  const dir = tmpdir(t);
+  const vars = config.resolve(opts);
+  const res = renderer.render(vars, dir, { ...nginxOnly, ...renderOpts });
+  const read = (rel) => fs.readFileSync(path.join(dir, rel), 'utf8');
+  return { dir, vars, res, read };
+}
+
+test('the default set writes nginx.conf, its includes and app.json at their host paths', (t) => {
+  const { dir, read } = renderSet(t, {});
+  assert.deepEqual(listFiles(dir), [
+    'etc/nginx/nginx.conf',
+    'etc/nginx/tunekit/client.conf',
+    'etc/nginx/tunekit/connection-upgrade.conf',
+    'etc/nginx/tunekit/logging.conf',
+    'etc/nginx/tunekit/proxy.conf',
+    'etc/nginx/tunekit/site.conf',
+    'etc/nginx/tunekit/temp-paths.conf',
+    'etc/nginx/tunekit/upstream.conf',
+    'etc/tunekit-app/app.json',
+  ]);
+  const conf = read('etc/nginx/nginx.conf');
+  // Only the kit's own files: never Debian's sites-enabled/default (:80) or conf.d/*.
+  const includes = conf.match(/^\s*include .*$/gm).map((l) => l.trim());
+  assert.ok(includes.every((l) => l.startsWith('include /etc/nginx/tunekit/')), includes.join('\n'));
+  assert.match(conf, /^worker_rlimit_nofile 8192;$/m);
+  assert.match(conf, /^ {4}worker_connections 4096;$/m);
+  assert.match(conf, /^ {4}accept_mutex off;$/m);
+  assert.match(conf, /^ {4}server_tokens off;$/m);
+  const app = JSON.parse(read('etc/tunekit-app/app.json'));
+  assert.equal(app.listen, 'unix:/run/tunekit-app/app.sock');
+});
+
+test('uds: one unix server, a keep-alive pool, HTTP/1.1 and a Connection map that never says close', (t) => {
+  const { read, vars } = renderSet(t, {});
+  const up = read('etc/nginx/tunekit/upstream.conf');
+  assert.match(up, /^ {4}server unix:\/run\/tunekit-app\/app\.sock max_fails=0 fail_timeout=10s;$/m);
+  assert.match(up, new RegExp(`^ {4}keepalive ${vars.tunekit_nginx_upstream_keepalive};$`, 'm'));
+  assert.match(up, /^ {4}keepalive_requests 10000;$/m);
+  assert.match(up, /^ {4}keepalive_time 1h;$/m);
+  assert.match(up, /^ {4}keepalive_timeout 60s;$/m);
+  const proxy = read('etc/nginx/tunekit/proxy.conf');
+  assert.match(proxy, /^proxy_http_version 1\.1;$/m);
+  assert.match(proxy, /^proxy_set_header Connection \$tunekit_connection;$/m);
+  assert.match(proxy, /^proxy_set_header Upgrade \$http_upgrade;$/m);
+  assert.match(proxy, /^proxy_next_upstream error timeout;$/m);
+  assert.doesNotMatch(proxy, /non_idempotent;/);
+  for (const h of ['Host $host', 'X-Real-IP $remote_addr', 'X-Forwarded-For $proxy_add_x_forwarded_for', 'X-Forwarded-Proto $scheme']) {
+    assert.ok(proxy.includes(`proxy_set_header ${h};`), h);
+  }
+  const map = read('etc/nginx/tunekit/connection-upgrade.conf');
+  assert.match(map, /^ {4}default "";$/m);
+  assert.match(map, /^ {4}"~\." {4}upgrade;$/m);
+  const site = read('etc/nginx/tunekit/site.conf');
+  assert.match(site, /^ {4}listen 80 default_server backlog=4096 reuseport;$/m);
+  assert.match(site, /^ {8}proxy_pass http:\/\/tunekit_app;$/m);
+  const log = read('etc/nginx/tunekit/logging.conf');
+  assert.match(log, /^access_log \/var\/log\/nginx\/tunekit-access\.log tunekit buffer=64k flush=1s;$/m);
+});
+
+test('tcp: host:port upstream, app listens on the same address', (t) => {
+  const { read } = renderSet(t, { set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3100'] });
+  assert.match(read('etc/nginx/tunekit/upstream.conf'), /^ {4}server 127\.0\.0\.1:3100 max_fails=0 fail_timeout=10s;$/m);
+  assert.equal(JSON.parse(read('etc/tunekit-app/app.json')).listen, 'tcp:127.0.0.1:3100');
+  // An IPv6 address is bracketed where nginx reads it.
+  const v6 = renderSet(t, { set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_host=::1'] });
+  assert.match(v6.read('etc/nginx/tunekit/upstream.conf'), /^ {4}server \[::1\]:3000 /m);
+});
+
+test('per-worker: least_conn before keepalive, one socket PATH.1..N per app worker', (t) => {
+  const { read } = renderSet(t, { set: ['tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] });
+  const up = read('etc/nginx/tunekit/upstream.conf');
+  const servers = up.match(/^ {4}server .*$/gm).map((l) => l.trim());
+  assert.deepEqual(servers, [1, 2, 3].map((n) => `server unix:/run/tunekit-app/app.sock.${n} max_fails=0 fail_timeout=10s;`));
+  assert.ok(up.indexOf('least_conn;') < up.indexOf('keepalive '), 'least_conn must precede keepalive');
+  assert.equal(JSON.parse(read('etc/tunekit-app/app.json')).strategy, 'per-worker');
+});
+
+test('stock: proxy_pass straight to HOST:PORT, HTTP/1.0, Connection close, no upstream block, Node defaults', (t) => {
+  const { dir, read } = renderSet(t, { varsFiles: [path.join(ROOT, 'ansible/profiles/stock.yml')] });
+  assert.ok(!listFiles(dir).includes('etc/nginx/tunekit/upstream.conf'));
+  assert.doesNotMatch(read('etc/nginx/nginx.conf'), /upstream\.conf/);
+  assert.match(read('etc/nginx/nginx.conf'), /^ {4}worker_connections 768;$/m);
+  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {8}proxy_pass http:\/\/127\.0\.0\.1:3000;$/m);
+  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}listen 80 default_server backlog=511;$/m);
+  assert.match(read('etc/nginx/tunekit/proxy.conf'), /^proxy_http_version 1\.0;$/m);
+  assert.match(read('etc/nginx/tunekit/connection-upgrade.conf'), /^ {4}default "close";$/m);
+  assert.match(read('etc/nginx/tunekit/logging.conf'), /^access_log \/var\/log\/nginx\/tunekit-access\.log tunekit;$/m);
+  const app = JSON.parse(read('etc/tunekit-app/app.json'));
+  assert.equal(app.listen, 'tcp:127.0.0.1:3000');
+  assert.equal(app.strategy, 'round-robin');
+  assert.equal(app.keepAliveTimeoutMs, 5000);
+  assert.equal(app.headersTimeoutMs, 60000);
+  assert.equal(app.requestTimeoutMs, 300000);
+  assert.equal(app.backlog, 511);
+});
+
+test('booleans are written as on/off, never as true/false/True/False', (t) => {
+  for (const flip of [[], ['tunekit_nginx_accept_mutex=true', 'tunekit_nginx_multi_accept=true', 'tunekit_nginx_proxy_buffering=false']]) {
+    const { dir } = renderSet(t, { set: flip });
+    for (const rel of listFiles(path.join(dir, 'etc/nginx'))) {
+      const text = fs.readFileSync(path.join(dir, 'etc/nginx', rel), 'utf8');
+      const code = text.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
+      assert.doesNotMatch(code, /\b(true|false|True|False)\b/, rel);
+    }
+  }
+  const { read } = renderSet(t, { set: ['tunekit_nginx_accept_mutex=true', 'tunekit_nginx_proxy_buffering=false'] });
+  assert.match(read('etc/nginx/nginx.conf'), /^ {4}accept_mutex on;$/m);
+  assert.match(read('etc/nginx/tunekit/proxy.conf'), /^proxy_buffering off;$/m);
+});
+
+test('every nginx tunable of the definition reaches a template (no dead knobs)', () => {
+  const defs = fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/10-nginx.yml'), 'utf8');
+  const names = [...defs.matchAll(/^(tunekit_\w+):/gm)].map((m) => m[1]);
+  const templates = renderer.loadManifest()
+    .filter((e) => fs.existsSync(path.join(ROOT, e.src)))
+    .map((e) => fs.readFileSync(path.join(ROOT, e.src), 'utf8')).join('\n') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/vars/main.yml'), 'utf8') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/00-app.yml'), 'utf8') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/20-kernel.yml'), 'utf8');
+  // tunekit_nginx_user is read by the Ansible roles (group membership) and nginx.conf.
+  const unused = names.filter((n) => !new RegExp(`\\b${n}\\b`).test(templates));
+  assert.deepEqual(unused, []);
+});
+
+test('--prefix moves every path into the tree, runs as the caller and creates runtime dirs', (t) => {
+  const { dir, res } = renderSet(t, {}, { prefix: true });
+  const me = os.userInfo().username;
+  assert.equal(res.vars.tunekit_nginx_user, me);
+  for (const rel of listFiles(path.join(dir, 'etc/nginx'))) {
+    const text = fs.readFileSync(path.join(dir, 'etc/nginx', rel), 'utf8');
+    const code = text.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
+    // Every absolute path nginx reads or writes lies inside the tree.
+    for (const m of code.matchAll(/(?:^|\s|unix:)(\/[\w./-]+)/g)) {
+      assert.ok(m[1].startsWith(dir + '/'), `${rel}: ${m[1]} is outside ${dir}`);
+    }
+  }
+  const app = JSON.parse(fs.readFileSync(path.join(dir, 'etc/tunekit-app/app.json'), 'utf8'));
+  assert.equal(app.listen, `unix:${dir}/run/tunekit-app/app.sock`);
+  for (const d of ['run', 'var/lib/nginx', 'var/log/nginx', 'run/tunekit-app']) {
+    assert.ok(fs.statSync(path.join(dir, d)).isDirectory(), d);
+  }
+  assert.equal(fs.statSync(path.join(dir, 'run/tunekit-app')).mode & 0o777, 0o750);
+});
+
+test('a template that fails to render leaves no file behind, not even the ones before it', (t) => {
+  const dir = tmpdir(t);
+  const vars = config.resolve();
+  const manifest = renderer.loadManifest().filter((e) => e.layer === 'nginx');
+  // The last entry names an undefined variable: strict undefined makes it fail.
+  manifest.push({ src: 'nginx/tunekit/site.conf.j2', dest: '/etc/nginx/{{ tunekit_no_such_variable }}.conf', layer: 'nginx', mode: '0644' });
+  assert.throws(() => renderer.render(vars, dir, { manifest }), (err) =>
+    err.name === 'ConfigError' && /tunekit_no_such_variable|undefined/.test(err.message));
+  assert.deepEqual(listFiles(dir), []);
+});
+
+test('a template listed in the manifest but missing is an error that names it and the way out', (t) => {
+  const dir = tmpdir(t);
+  const manifest = [
+    ...renderer.loadManifest().filter((e) => e.layer === 'nginx'),
+    { src: 'systemd/not-written-yet.j2', dest: '/etc/x', layer: 'systemd', mode: '0644' },
+  ];
+  assert.throws(() => renderer.render(config.resolve(), dir, { manifest }),
+    /templates listed in .*vars\/main\.yml do not exist: systemd\/not-written-yet\.j2.*--layer/);
+  assert.deepEqual(listFiles(dir), []);
+  // Rendering only the layers that exist works.
+  renderer.render(config.resolve(), dir, { manifest, layers: ['nginx'] });
+  assert.ok(listFiles(dir).includes('etc/nginx/nginx.conf'));
+});
+
+test('files are replaced by rename (no temp file left, mode from the manifest), a re-render is byte-identical', (t) => {
+  const dir = tmpdir(t);
+  const vars = config.resolve();
+  renderer.render(vars, dir, nginxOnly);
+  const before = listFiles(dir).map((f) => [f, fs.readFileSync(path.join(dir, f), 'utf8')]);
+  renderer.render(vars, dir, nginxOnly);
+  const after = listFiles(dir).map((f) => [f, fs.readFileSync(path.join(dir, f), 'utf8')]);
+  assert.deepEqual(after, before);
+  assert.ok(listFiles(dir).every((f) => !path.basename(f).startsWith('.')), 'no temp files');
+  assert.equal(fs.statSync(path.join(dir, 'etc/tunekit-app/app.json')).mode & 0o777, 0o640);
+  assert.equal(fs.statSync(path.join(dir, 'etc/nginx/nginx.conf')).mode & 0o777, 0o644);
+});
+
+test('when_var/when_equals follow the values', () => {
+  const entry = { src: 'x', when_var: 'tunekit_process_manager', when_equals: 'pm2' };
+  assert.equal(renderer.applies(entry, { tunekit_process_manager: 'pm2' }), true);
+  assert.equal(renderer.applies(entry, { tunekit_process_manager: 'systemd' }), false);
+  const flag = { src: 'x', when_var: 'tunekit_systemd_socket_activation' };
+  assert.equal(renderer.applies(flag, { tunekit_systemd_socket_activation: true }), true);
+  assert.equal(renderer.applies(flag, { tunekit_systemd_socket_activation: false }), false);
+  assert.throws(() => renderer.applies({ src: 'x', when_var: 'tunekit_nope' }, {}), /when_var tunekit_nope/);
+});
+
+test('a template that extends nginx.conf.j2 replaces one {% block %} and keeps the rest', (t) => {
+  const dir = tmpdir(t);
+  fs.writeFileSync(path.join(dir, 'mine.conf.j2'),
+    '{% extends "nginx/nginx.conf.j2" %}\n{% block events %}\n    worker_connections 1234;\n{% endblock %}\n');
+  const { createEnv } = require('../../lib/template');
+  const out = createEnv([ROOT, dir]).render('mine.conf.j2', config.resolve());
+  assert.match(out, /^events \{\n {4}worker_connections 1234;\n\}$/m);
+  assert.doesNotMatch(out, /accept_mutex/);
+  assert.match(out, /^ {4}server_tokens off;$/m);
+});
