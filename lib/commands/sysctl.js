@@ -1,0 +1,115 @@
+'use strict';
+// tunekit sysctl apply FILE [--out PATH] [--dry-run] [--json] [--proc DIR]
+//
+// Applies a sysctl.d drop-in (the rendered sysctl/sysctl.conf.j2) without ever
+// lowering a live value, then writes the effective drop-in (the values it set or
+// kept) to --out (default: FILE itself), so a reboot applies the same values.
+// --json prints the decision per key for Ansible (sysctl/README.md).
+
+const fs = require('node:fs');
+const { parseArgs } = require('node:util');
+const { UsageError } = require('../errors');
+const sysctl = require('../sysctl');
+
+const HELP = `usage: tunekit sysctl apply FILE [--out PATH] [--dry-run] [--json]
+
+Apply a sysctl.d drop-in without lowering any live value: for each key the
+higher of the live and the desired value wins (ip_local_port_range: the union
+of both ranges; tcp_tw_reuse: 0 < 2 < 1). Keys this system cannot set (a
+container, a global key seen from a network namespace) are reported, not fatal.
+
+  FILE          the drop-in to apply (e.g. /etc/sysctl.d/60-tunekit.conf)
+  --out PATH    where to write the effective drop-in (default: FILE itself)
+  --dry-run     decide and print, write nothing (neither /proc/sys nor a file)
+  --json        print {"changed", "file", "keys": [...]} instead of a table
+  --proc DIR    read and write DIR instead of /proc/sys (tests)
+
+Exit status: 0 applied (or nothing to do), 1 the kernel refused a value,
+2 usage or an unreadable drop-in.`;
+
+function pad(s, n) {
+  return String(s).padEnd(n);
+}
+
+function table(steps) {
+  const rows = steps.map((s) => [s.key, s.live === null ? '-' : s.live, s.desired, s.effective, s.action, s.why]);
+  const w = [0, 1, 2, 3, 4].map((i) => Math.max(...rows.map((r) => String(r[i]).length), 9));
+  const head = ['key', 'live', 'desired', 'effective', 'action'];
+  const line = (r) => `${r.slice(0, 5).map((c, i) => pad(c, w[i])).join('  ')}${r[5] ? `  ${r[5]}` : ''}`;
+  return [line([...head, '']), ...rows.map(line)].join('\n');
+}
+
+async function main(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        out: { type: 'string' },
+        'dry-run': { type: 'boolean', default: false },
+        json: { type: 'boolean', default: false },
+        proc: { type: 'string', default: sysctl.PROC_SYS },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    throw new UsageError(`${err.message}\n\n${HELP}`);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const [sub, file, ...extra] = positionals;
+  if (sub !== 'apply' || !file || extra.length) {
+    throw new UsageError(`expected "sysctl apply FILE"\n\n${HELP}`);
+  }
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read the drop-in ${file}: ${err.code || err.message}`);
+  }
+  const out = values.out || file;
+  const dryRun = values['dry-run'];
+
+  const steps = sysctl.apply(sysctl.plan(text, { procRoot: values.proc, file }), { procRoot: values.proc, dryRun });
+  const failed = steps.filter((s) => s.action === 'failed');
+  let fileChanged = false;
+  // Only a fully applied set is persisted: a drop-in naming a value the kernel
+  // refused would fail again at every boot.
+  if (!dryRun && failed.length === 0) {
+    const effective = sysctl.effectiveDropIn(text, steps);
+    try {
+      fileChanged = sysctl.writeIfChanged(out, effective);
+    } catch (err) {
+      throw new UsageError(`cannot write the effective drop-in ${out}: ${err.code || err.message}; choose a writable --out`);
+    }
+  }
+  const raised = steps.filter((s) => s.action === 'raise');
+  const report = {
+    changed: !dryRun && (raised.length > 0 || fileChanged),
+    dryRun,
+    file: out,
+    keys: steps.map(({ key, live, desired, effective, action, why, error }) => ({
+      key, live, desired, effective, action, why, ...(error ? { error } : {}),
+    })),
+  };
+  if (values.json) {
+    console.log(JSON.stringify(report, null, 2));
+  } else {
+    console.log(table(steps));
+    const skipped = steps.filter((s) => s.action === 'not-settable' || s.action === 'unreadable');
+    if (skipped.length) {
+      console.log(`\n${skipped.length} key(s) cannot be set here (a container or a network namespace): ` +
+        `${skipped.map((s) => s.key).join(', ')}. Set them on the host.`);
+    }
+    if (dryRun) console.log('\n--dry-run: nothing written');
+    else if (failed.length) console.log(`\nnot written: ${out} (the kernel refused ${failed.map((s) => s.key).join(', ')})`);
+    else console.log(`\n${fileChanged ? 'wrote' : 'unchanged'}: ${out}`);
+  }
+  return failed.length ? 1 : 0;
+}
+
+module.exports = { main, HELP };

@@ -1,0 +1,231 @@
+'use strict';
+// The host side on a booted systemd host (Debian 13 in systemd-nspawn, from
+// test/lib/nspawn.js): the rendered app unit starts as its own user; the socket
+// is tunekit:tunekit 0660 in a 0750 directory; /proc/<pid>/limits shows
+// LimitNOFILE; `systemctl reload` rolls every worker under load with 0 failed
+// requests; with the .socket unit, `systemctl restart` under load loses no
+// connection attempt; `tunekit sysctl apply` in the container sets what its
+// network namespace allows and reports the rest.
+//
+// The kit is copied into the container's root (/opt/tunekit-app), the render
+// tree onto its /. The load runs INSIDE the container (test/fixtures/host/load.js,
+// autocannon) against the container's own loopback: no traffic leaves it.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const config = require('../../lib/config');
+const { render } = require('../../lib/render');
+const { ROOT } = require('../../lib/template');
+
+let nspawn = null;
+try {
+  nspawn = require('../lib/nspawn');
+} catch {
+  // reported by skip below
+}
+const skip = process.getuid() !== 0 ? 'needs root (systemd-nspawn)'
+  : !nspawn ? 'test/lib/nspawn.js is missing'
+    : spawnSync('which', ['systemd-nspawn']).status !== 0 ? 'systemd-nspawn is not installed (apt-get install systemd-container)'
+      : false;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const SET = ['tunekit_app_workers=2'];
+const LOAD_S = 20;
+
+async function sh(host, cmd, timeoutMs = 120000) {
+  const r = await host.ssh(cmd, { timeoutMs });
+  assert.equal(r.code, 0, `\`${cmd}\` in ${host.name} failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout.trim();
+}
+
+async function until(what, fn, timeoutMs = 60000) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(250);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last && last.message ? last.message : last})`);
+}
+
+function copyInto(host, src, rel) {
+  const dest = path.join(host.root, rel);
+  fs.mkdirSync(path.dirname(dest), { recursive: true });
+  const r = spawnSync('cp', ['-a', '--reflink=auto', src, dest]);
+  assert.equal(r.status, 0, `cp ${src} ${dest}: ${r.stderr}`);
+}
+
+// Render the host tree (app settings, systemd, sysctl, nginx) and put it onto
+// the container's / (its root is an overlay mount seen from here), file by file.
+function install(host, set) {
+  const vars = config.resolve({ set: [...SET, ...set] });
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-e2e-'));
+  try {
+    const { files } = render(vars, out, { layers: ['app', 'systemd', 'sysctl', 'nginx'] });
+    for (const f of files) copyInto(host, f, path.relative(out, f));
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+  return vars;
+}
+
+// The workers of the app: children of the unit's main process.
+async function appPids(host, unit) {
+  const main = Number(await sh(host, `systemctl show -p MainPID --value ${unit}`));
+  const kids = (await host.ssh(`pgrep -P ${main}`)).stdout.trim().split('\n').filter(Boolean).map(Number).sort();
+  return { main, workers: kids };
+}
+
+// The runner keeps a spare worker besides the serving ones: at least N children.
+async function waitServing(host, vars, expectWorkers) {
+  const unit = `${vars.tunekit_app_name}.service`;
+  return until(`${unit} with ${expectWorkers} workers answering on ${vars.tunekit_socket_path}`, async () => {
+    const p = await appPids(host, unit);
+    if (p.workers.length < expectWorkers) return false;
+    const code = (await host.ssh(`curl -s -o /dev/null -w '%{http_code}' --unix-socket ${vars.tunekit_socket_path} http://app/`)).stdout;
+    return code === '200' ? p : false;
+  });
+}
+
+function startLoad(host, seconds = LOAD_S) {
+  return host.ssh(`node /opt/tunekit-app/test/fixtures/host/load.js http://127.0.0.1/ ${seconds} 16`, { timeoutMs: (seconds + 60) * 1000 })
+    .then((r) => {
+      assert.equal(r.code, 0, `load.js failed: ${r.stderr}`);
+      return JSON.parse(r.stdout.trim().split('\n').pop());
+    });
+}
+
+function assertNoLoss(t, label, result) {
+  t.diagnostic(`${label}: ${JSON.stringify(result)}`);
+  assert.ok(result.ok2xx > 100, `${label}: the load ran`);
+  assert.equal(result.errors, 0, `${label}: no connection errors ${JSON.stringify(result.errorCodes)}`);
+  assert.equal(result.timeouts, 0, `${label}: no timeouts`);
+  assert.equal(result.non2xx, 0, `${label}: no non-2xx (nginx 502) ${JSON.stringify(result.statuses)}`);
+}
+
+test('the hardened unit on a booted systemd host: owner, mode, limits, reload and socket-activated restart under load', { skip, timeout: 900000 }, async (t) => {
+  const hosts = await nspawn.bootHosts(1, { name: 'tkhost' });
+  t.after(() => nspawn.stopHosts(hosts));
+  const [host] = hosts;
+
+  // The kit (runner, CLI, load generator with its node_modules) in /opt/tunekit-app.
+  for (const d of ['app', 'bin', 'lib', 'node_modules', 'test/fixtures/host', 'package.json']) {
+    copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
+  }
+  await sh(host, [
+    'useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tunekit',
+    'usermod -a -G tunekit www-data',
+  ].join(' && '));
+
+  // systemd cannot raise a limit above the hard limit it was given itself
+  // without CAP_SYS_RESOURCE, which nspawn drops. Where the container's hard
+  // limit is below the kit's 65536 (this sandbox: 20000), use values under it,
+  // so what /proc shows is the unit's value and not a clamp.
+  const hard = Number(await sh(host, "awk '/^Max open files/ {print $5}' /proc/1/limits"));
+  const limits = hard >= 65536 ? [] : ['tunekit_app_limit_nofile=16384', 'tunekit_nginx_limit_nofile=12288'];
+  if (limits.length) t.diagnostic(`container hard RLIMIT_NOFILE is ${hard} (< 65536): testing with ${limits.join(' ')}`);
+  // The Ansible role installs app.json as root:<app group> 0640, like this.
+  const installed = async (set) => {
+    const v = install(host, [...limits, ...set]);
+    await sh(host, `chown root:${v.tunekit_app_group} ${v.tunekit_app_config_path}`);
+    return v;
+  };
+
+  // ---- the unit without socket activation -----------------------------------
+  const vars = await installed(['tunekit_systemd_socket_activation=false']);
+  const unit = `${vars.tunekit_app_name}.service`;
+  const sock = vars.tunekit_socket_path;
+  await sh(host, `systemctl daemon-reload && systemd-analyze verify ${unit} && systemctl start ${unit} && systemctl restart nginx`);
+  const first = await waitServing(host, vars, 2);
+
+  await t.test('the socket belongs to the app user and the shared group, 0660, in a 0750 directory', async () => {
+    assert.equal(await sh(host, `stat -c '%U:%G %a %F' ${sock}`), 'tunekit:tunekit 660 socket');
+    assert.equal(await sh(host, `stat -c '%U:%G %a' ${path.dirname(sock)}`), 'tunekit:tunekit 750');
+    assert.equal(await sh(host, `ps -o user= -p ${first.main}`), 'tunekit');
+    // nginx's user (in the group) may connect; a user outside it may not.
+    assert.equal(await sh(host, `runuser -u www-data -- curl -s -o /dev/null -w '%{http_code}' --unix-socket ${sock} http://app/`), '200');
+    const nobody = await host.ssh(`runuser -u nobody -- curl -s -o /dev/null --unix-socket ${sock} http://app/`);
+    assert.notEqual(nobody.code, 0, 'a user outside the group cannot connect');
+    assert.equal(await sh(host, 'curl -s -o /dev/null -w \'%{http_code}\' http://127.0.0.1/'), '200', 'nginx reaches the app');
+  });
+
+  await t.test('/proc/<pid>/limits shows LimitNOFILE for the primary, every worker and nginx', async () => {
+    const want = new RegExp(`^Max open files\\s+${vars.tunekit_app_limit_nofile}\\s+${vars.tunekit_app_limit_nofile}\\s+files`, 'm');
+    for (const pid of [first.main, ...first.workers]) {
+      assert.match(await sh(host, `cat /proc/${pid}/limits`), want, `pid ${pid}`);
+    }
+    const nginxMain = await sh(host, 'systemctl show -p MainPID --value nginx');
+    assert.match(await sh(host, `cat /proc/${nginxMain}/limits`),
+      new RegExp(`^Max open files\\s+${vars.tunekit_nginx_limit_nofile}\\s+${vars.tunekit_nginx_limit_nofile}`, 'm'));
+  });
+
+  await t.test('systemctl reload rolls every worker with 0 failed requests', async (st) => {
+    const load = startLoad(host);
+    await sleep(3000);
+    await sh(host, `systemctl reload ${unit}`);
+    const rolled = await until('every worker to be replaced', async () => {
+      const p = await appPids(host, unit);
+      return p.workers.length >= 2 && p.workers.every((w) => !first.workers.includes(w)) ? p : false;
+    });
+    assert.equal(rolled.main, first.main, 'reload keeps the primary');
+    assertNoLoss(st, 'reload', await load);
+    assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+  });
+
+  await t.test('tunekit sysctl apply in the container sets per-netns keys and reports the global ones', async () => {
+    const out = await sh(host, `node /opt/tunekit-app/bin/tunekit.js sysctl apply /etc/sysctl.d/${vars.tunekit_sysctl_file} --json`);
+    const keys = Object.fromEntries(JSON.parse(out).keys.map((k) => [k.key, k]));
+    assert.ok(['raise', 'same', 'keep'].includes(keys['net.core.somaxconn'].action));
+    assert.ok(Number(await sh(host, 'cat /proc/sys/net/core/somaxconn')) >= vars.tunekit_sysctl_net_core_somaxconn);
+    // nspawn mounts /proc/sys read-only except net/: fs.* cannot be written here.
+    for (const k of ['fs.file-max', 'fs.nr_open']) {
+      assert.ok(['keep', 'same', 'not-settable'].includes(keys[k].action), `${k}: ${JSON.stringify(keys[k])}`);
+    }
+    // What the apply step wrote is what the next boot applies: systemd-sysctl
+    // accepts it in the container ("-" keys it cannot set, equal values skipped).
+    await sh(host, `/usr/lib/systemd/systemd-sysctl /etc/sysctl.d/${vars.tunekit_sysctl_file}`);
+  });
+
+  // ---- socket activation ----------------------------------------------------
+  await sh(host, `systemctl stop ${unit}`);
+  // Leave a stale socket file at the path, as a crashed process would: the
+  // socket unit must replace it, not fail with EADDRINUSE.
+  await sh(host, `mkdir -p ${path.dirname(sock)} && python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' ${sock} && test -S ${sock}`);
+  const sa = await installed(['tunekit_systemd_socket_activation=true']);
+  const socketUnit = `${sa.tunekit_app_name}.socket`;
+  await sh(host, `systemctl daemon-reload && systemd-analyze verify ${unit} ${socketUnit} && systemctl start ${socketUnit} && systemctl start ${unit}`);
+  const before = await waitServing(host, sa, 2);
+  const inode = await sh(host, `stat -c %i ${sock}`);
+
+  await t.test('the .socket unit creates the socket tunekit:tunekit 0660 in a root:tunekit 0750 directory', async () => {
+    assert.equal(await sh(host, `stat -c '%U:%G %a %F' ${sock}`), 'tunekit:tunekit 660 socket');
+    assert.equal(await sh(host, `stat -c '%U:%G %a' ${path.dirname(sock)}`), 'root:tunekit 750');
+    assert.equal(await sh(host, `systemctl show -p Triggers --value ${socketUnit}`), unit);
+  });
+
+  await t.test('systemctl restart under load loses no connection attempt', async (st) => {
+    const load = startLoad(host);
+    await sleep(3000);
+    await sh(host, `systemctl restart ${unit}`);
+    const after = await waitServing(host, sa, 2);
+    assert.notEqual(after.main, before.main, 'a new primary');
+    assertNoLoss(st, 'restart with socket activation', await load);
+    assert.equal(await sh(host, `stat -c %i ${sock}`), inode, 'the socket file survived the restart');
+  });
+
+  await t.test('stopping the service keeps the socket; the next connection starts it again', async () => {
+    await sh(host, `systemctl stop ${unit}`);
+    assert.equal(await sh(host, `stat -c %i ${sock}`), inode);
+    assert.equal(await sh(host, `curl -s -o /dev/null -w '%{http_code}' --max-time 30 --unix-socket ${sock} http://app/`), '200');
+    assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+  });
+});

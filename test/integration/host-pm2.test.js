@@ -1,0 +1,219 @@
+'use strict';
+// PM2 cluster mode behind the rendered nginx, on the rendered Unix socket:
+// 3 x `pm2 reload` under a bounded autocannon load through nginx lose no
+// request; the socket is 0660 (group from its setgid directory) after every
+// reload; `pm2 delete` removes it. A daemon with the wrong umask is refused by
+// the ecosystem file, naming the fix.
+//
+// PM2 is node_modules/.bin/pm2 with a private PM2_HOME (mkdtemp); its daemon is
+// killed (`pm2 kill` on that PM2_HOME) in cleanup, so no global PM2 is touched.
+// The load goes to nginx on 127.0.0.1 only.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, execFile } = require('node:child_process');
+const { promisify } = require('node:util');
+const autocannon = require('autocannon');
+const config = require('../../lib/config');
+const { render } = require('../../lib/render');
+const { ROOT } = require('../../lib/template');
+
+const run = promisify(execFile);
+const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
+const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
+const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
+  : !NGINX ? 'nginx is not installed (apt-get install nginx)'
+    : false;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function until(what, fn, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last && last.message ? last.message : last})`);
+}
+
+function httpGet(opts) {
+  return new Promise((resolve, reject) => {
+    const req = require('node:http').get({ ...opts, path: '/', timeout: 5000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+// A fresh tree: nginx + app settings + the ecosystem file, rendered with
+// --prefix, with <tree>/opt/tunekit-app/app pointing at this checkout's app/.
+async function setUp(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-pm2-'));
+  const pm2Home = path.join(dir, 'pm2-home');
+  fs.mkdirSync(pm2Home);
+  const port = await freePort();
+  const vars = config.resolve({
+    set: [
+      'tunekit_process_manager=pm2',
+      'tunekit_app_workers=2',
+      'tunekit_nginx_listen_address=127.0.0.1',
+      `tunekit_nginx_listen_port=${port}`,
+      'tunekit_nginx_worker_processes=1',
+    ],
+  });
+  const { vars: pv } = render(vars, dir, { prefix: true, layers: ['nginx', 'app', 'pm2'] });
+  fs.symlinkSync(path.join(ROOT, 'app'), path.join(pv.tunekit_app_install_dir, 'app'));
+  // The socket directory: 0750 plus setgid, so the socket PM2's daemon binds
+  // takes the directory's group from birth (here "nogroup": any group but the
+  // daemon's own proves the point).
+  const sockDir = pv.tunekit_socket_dir;
+  fs.chownSync(sockDir, -1, 65534);
+  fs.chmodSync(sockDir, 0o2750);
+  const env = { ...process.env, PM2_HOME: pm2Home };
+  delete env.TUNEKIT_CONFIG;
+  const ctx = { dir, port, vars, pv, env, pm2Home, eco: path.join(pv.tunekit_app_install_dir, 'ecosystem.config.js'), nginx: null };
+  t.after(async () => {
+    if (ctx.nginx && ctx.nginx.exitCode === null) {
+      ctx.nginx.kill('SIGTERM');
+      await new Promise((r) => { ctx.nginx.once('exit', r); setTimeout(r, 5000); });
+    }
+    await run(PM2, ['kill'], { env, timeout: 30000 }).catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return ctx;
+}
+
+// `pm2 <args>` started under a umask: a daemon launched here inherits it.
+function pm2(ctx, args, umask = '0117') {
+  return run('sh', ['-c', `umask ${umask} && exec "$0" "$@"`, PM2, ...args], { env: ctx.env, timeout: 60000 });
+}
+
+async function jlist(ctx) {
+  const { stdout } = await run(PM2, ['jlist'], { env: ctx.env, timeout: 30000 });
+  return JSON.parse(stdout.slice(stdout.indexOf('[')));
+}
+
+function startNginx(ctx) {
+  const conf = path.join(ctx.pv.tunekit_nginx_conf_dir, 'nginx.conf');
+  ctx.nginx = spawn(NGINX, ['-c', conf, '-e', path.join(ctx.dir, 'nginx-startup.log'), '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  ctx.nginx.stderr.on('data', (d) => { err += d; });
+  return until('nginx to answer 200 on 127.0.0.1', async () => {
+    if (ctx.nginx.exitCode !== null) throw new Error(`nginx exited ${ctx.nginx.exitCode}: ${err}`);
+    return (await httpGet({ host: '127.0.0.1', port: ctx.port })) === 200;
+  });
+}
+
+test('3 x pm2 reload under load through nginx: 0 errors, 0 non-2xx; socket 0660 after each; pm2 delete removes it', { skip, timeout: 300000 }, async (t) => {
+  const ctx = await setUp(t);
+  const sock = ctx.pv.tunekit_socket_path;
+  const name = ctx.vars.tunekit_app_name;
+
+  await pm2(ctx, ['start', ctx.eco]);
+  await until('the socket to answer', async () => (await httpGet({ socketPath: sock })) === 200);
+  const born = fs.statSync(sock);
+  assert.equal(born.mode & 0o7777, 0o660, 'mode 0660 from birth (the daemon\'s umask)');
+  assert.equal(born.gid, 65534, 'group of the setgid directory from birth');
+  await startNginx(ctx);
+
+  const before = (await jlist(ctx)).filter((p) => p.name === name);
+  assert.equal(before.length, 2, 'two instances in cluster mode');
+  assert.ok(before.every((p) => p.pm2_env.exec_mode === 'cluster_mode'));
+  // The app's own umask is 0007 again (app/pm2/worker-umask.js), not the daemon's 0117.
+  for (const p of before) {
+    assert.match(fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'), /^Umask:\s+0007$/m);
+  }
+
+  // Bounded load: at most 120 s, stopped as soon as the reloads are done.
+  const load = autocannon({ url: `http://127.0.0.1:${ctx.port}/`, connections: 16, duration: 120 });
+  const done = new Promise((resolve, reject) => {
+    load.once('done', resolve);
+    load.once('error', reject);
+  });
+  let pids = before.map((p) => p.pid).sort();
+  try {
+    await sleep(1000);
+    for (let i = 1; i <= 3; i++) {
+      // The second reload goes through the ecosystem file, whose stale-socket
+      // check must leave the live socket alone.
+      await pm2(ctx, ['reload', i === 2 ? ctx.eco : name]);
+      const after = (await jlist(ctx)).filter((p) => p.name === name);
+      const now = after.map((p) => p.pid).sort();
+      assert.equal(after.length, 2);
+      assert.ok(after.every((p) => p.pm2_env.status === 'online'), `reload ${i}: all online`);
+      assert.ok(now.every((pid) => !pids.includes(pid)), `reload ${i} replaced every worker (${pids} -> ${now})`);
+      pids = now;
+      const st = fs.statSync(sock);
+      assert.equal((st.mode & 0o7777).toString(8), '660', `socket mode after reload ${i}`);
+      assert.equal(st.gid, 65534, `socket group after reload ${i}`);
+      assert.equal(st.ino, born.ino, `reload ${i} kept the same socket (the daemon holds it)`);
+      assert.equal(st.birthtimeMs, born.birthtimeMs, `reload ${i} did not re-create the socket`);
+      await sleep(1000);
+    }
+  } finally {
+    load.stop();
+  }
+  const result = await done;
+  t.diagnostic(`load: ${result.requests.total} requests, ${result['2xx']} 2xx, ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`);
+  assert.ok(result['2xx'] > 100, 'the load ran');
+  assert.equal(result.errors, 0, 'no connection errors');
+  assert.equal(result.timeouts, 0, 'no timeouts');
+  assert.equal(result.non2xx, 0, 'no 502 from nginx');
+
+  await pm2(ctx, ['delete', name]);
+  await until('pm2 delete to remove the socket', () => !fs.existsSync(sock), 15000);
+});
+
+test('the ecosystem file refuses a daemon whose umask would give the socket the wrong mode', { skip, timeout: 120000 }, async (t) => {
+  const ctx = await setUp(t);
+  await assert.rejects(pm2(ctx, ['start', ctx.eco], '0022'), (err) => {
+    const out = `${err.stdout}${err.stderr}`;
+    assert.match(out, /the socket would be created with mode 0755, not 0660: .* has umask 0022/);
+    assert.match(out, /umask 0117 && pm2 start/);
+    return true;
+  });
+  assert.equal(fs.existsSync(ctx.pv.tunekit_socket_path), false, 'nothing was started');
+});
+
+test('a socket left by a SIGKILLed daemon is removed at the next start (connect refused), then served again', { skip, timeout: 120000 }, async (t) => {
+  const ctx = await setUp(t);
+  const sock = ctx.pv.tunekit_socket_path;
+  await pm2(ctx, ['start', ctx.eco]);
+  await until('the socket to answer', async () => (await httpGet({ socketPath: sock })) === 200);
+  // Our own daemon (private PM2_HOME), killed the way a crash would.
+  const daemon = Number(fs.readFileSync(path.join(ctx.pm2Home, 'pm2.pid'), 'utf8'));
+  process.kill(daemon, 'SIGKILL');
+  await until('the daemon to be gone', () => !fs.existsSync(`/proc/${daemon}`) || /\) Z /.test(fs.readFileSync(`/proc/${daemon}/stat`, 'utf8')));
+  await until('its workers to be gone', async () => {
+    await assert.rejects(httpGet({ socketPath: sock }), /ECONNREFUSED/);
+    return true;
+  });
+  assert.ok(fs.existsSync(sock), 'the stale socket file is still there');
+
+  const { stderr } = await pm2(ctx, ['start', ctx.eco]);
+  assert.match(stderr, /removed the stale socket .*connect\(\) was refused/);
+  await until('the new daemon to serve', async () => (await httpGet({ socketPath: sock })) === 200);
+  assert.equal(fs.statSync(sock).mode & 0o777, 0o660);
+});
