@@ -183,7 +183,7 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
     const [k, v] = parseSet(pair);
     // A string-valued tunable keeps the text as typed ("1.0" stays "1.0"); others
     // take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
-    const keepText = typeof defaults[k] === 'string' && !isTemplated(defaults[k]);
+    const keepText = typeof defaults[k] === 'string' && !isTemplated(defaults[k]) && typeof v !== 'string';
     apply(k, keepText ? pair.slice(pair.indexOf('=') + 1) : v, `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');

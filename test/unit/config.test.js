@@ -95,4 +95,6 @@ test('--set keeps the text of a string tunable and types a numeric one', () => {
   assert.equal(v.tunekit_nginx_proxy_http_version, '1.1');
   assert.equal(v.tunekit_nginx_worker_connections, 2048);
   assert.equal(v.tunekit_socket_mode, '0660');
+  const q = config.resolve({ set: ['tunekit_nginx_proxy_http_version="1.1"'] });
+  assert.equal(q.tunekit_nginx_proxy_http_version, '1.1', 'YAML quotes are stripped');
 });

@@ -1,0 +1,462 @@
+#!/usr/bin/env node
+'use strict';
+// The tunekit primary: binds the listener, hands it to N workers (app/worker.js),
+// respawns them, restarts them one at a time on SIGHUP, drains on SIGTERM/SIGINT.
+//
+//   node app/cluster.js --config /etc/tunekit-app/app.json
+//
+// `tunekit run` (lib/commands/run.js) runs the same runPrimary() in-process.
+// Logs: one JSON object per line on stdout; "event":"ready" once every worker listens.
+// Node built-ins only (hosts run this without node_modules).
+
+const cluster = require('node:cluster');
+const fs = require('node:fs');
+const path = require('node:path');
+const { normalize, readSettingsFile, parseListen, parseMode, socketPaths } = require('./settings');
+const sock = require('./socket');
+
+const WORKER_ENTRY = path.join(__dirname, 'worker.js');
+// Extra time after drainTimeoutMs before the primary SIGKILLs a worker that is
+// still there (the worker forces its own connections closed at drainTimeoutMs).
+const KILL_GRACE_MS = 2000;
+// A worker must report listening within this long, or it counts as a failed start.
+const START_TIMEOUT_MS = 30000;
+
+function makeLogger(out = process.stdout) {
+  return (level, event, fields = {}) => {
+    out.write(`${JSON.stringify({ ts: new Date().toISOString(), level, event, pid: process.pid, ...fields })}\n`);
+  };
+}
+
+function errorText(error) {
+  if (!error) return 'no error was reported (the worker was killed or exited on its own)';
+  const head = error.name ? `${error.name}: ${error.message}` : error.message;
+  return error.at ? `${head} (at ${error.at})` : head;
+}
+
+class Primary {
+  constructor(settings, { log = makeLogger(), exit = (code) => process.exit(code) } = {}) {
+    this.s = settings;
+    this.log = log;
+    this.exit = exit;
+    this.listen = parseListen(settings.listen);
+    this.bound = []; // per slot for per-worker, else one entry
+    this.rrSocket = null; // round-robin: the socket Node's cluster bound, as we last saw it
+    this.slots = Array.from({ length: settings.workers }, (_, i) => ({ n: i + 1, current: null, timer: null }));
+    this.infos = new Map(); // worker.id -> info
+    this.spare = null; // a loaded worker waiting to take a dead worker's listener
+    this.spareTimer = null;
+    this.deaths = [];
+    this.lastError = null;
+    this.state = 'starting';
+    this.everReady = false;
+    this.reloading = false;
+    this.exitCode = 0;
+    this.done = null;
+  }
+
+  // ---- listeners -------------------------------------------------------------
+
+  async bindListeners() {
+    const { s, listen } = this;
+    if (listen.kind === 'fd') {
+      this.bound.push(sock.adoptFd(listen.fd, { systemd: listen.systemd }));
+      this.log('info', 'listen', { listen: listen.text, fd: listen.fd, owner: 'inherited' });
+      return;
+    }
+    if (listen.kind === 'tcp') {
+      if (s.strategy === 'round-robin') return; // Node's cluster binds it
+      this.bound.push(sock.bindTcp(listen.host, listen.port, listen.ipv6));
+      this.log('info', 'listen', { listen: listen.text, backlog: s.backlog });
+      return;
+    }
+    const paths = socketPaths(s);
+    for (const p of paths) {
+      sock.checkPathLength(p);
+      sock.checkDirectory(p);
+    }
+    sock.resolveGroup(s.socketGroup); // refuse an unknown group before touching anything
+    for (const p of paths) {
+      const removed = await sock.preparePath(p);
+      if (removed) this.log('warn', 'stale-socket-removed', { path: p, reason: 'connect() was refused: nobody accepts on it' });
+    }
+    if (s.strategy === 'round-robin') {
+      // Node's cluster binds the path when the first worker listens, in this
+      // process: the umask gives the socket its mode from the first moment.
+      process.umask(0o777 & ~parseMode(s.socketMode));
+      return;
+    }
+    for (const p of paths) {
+      const b = sock.bindUnix(p, s);
+      this.bound.push(b);
+      this.log('info', 'listen', { listen: `unix:${p}`, mode: s.socketMode, group: s.socketGroup || null, backlog: s.backlog });
+    }
+  }
+
+  /**
+   * Round-robin: Node's cluster bound the socket (again, if every worker had left).
+   * Make its group and mode right, and remember which file it is.
+   */
+  adoptRoundRobinSocket() {
+    if (this.s.strategy !== 'round-robin' || this.listen.kind !== 'unix') return;
+    const p = this.listen.path;
+    let st;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      return;
+    }
+    const gid = sock.resolveGroup(this.s.socketGroup);
+    const mode = parseMode(this.s.socketMode);
+    if (this.rrSocket && sock.sameFile(sock.identity(p), this.rrSocket) && (gid === null || st.gid === gid)) return;
+    if (gid !== null && st.gid !== gid) fs.chownSync(p, -1, gid);
+    if ((st.mode & 0o777) !== mode) fs.chmodSync(p, mode);
+    this.rrSocket = { kind: 'unix', path: p, ...sock.identity(p), owned: true };
+    this.log('info', 'listen', { listen: `unix:${p}`, mode: this.s.socketMode, group: this.s.socketGroup || null, backlog: this.s.backlog, bound_by: 'node-cluster' });
+  }
+
+  releaseListeners() {
+    for (const b of [...this.bound, this.rrSocket]) {
+      if (!b || b.kind !== 'unix') continue;
+      const result = sock.release(b);
+      if (result === 'removed') this.log('info', 'socket-removed', { path: b.path });
+      if (result === 'replaced') this.log('warn', 'socket-kept', { path: b.path, reason: 'another socket now sits at the path; not ours to remove' });
+    }
+    this.bound = this.bound.filter((b) => b.kind !== 'unix');
+    this.rrSocket = null;
+  }
+
+  // ---- workers ---------------------------------------------------------------
+
+  fork(slot, { replacement = false, spare = false } = {}) {
+    const worker = cluster.fork({
+      TUNEKIT_PRIMARY_PID: String(process.pid),
+      TUNEKIT_SETTINGS: JSON.stringify(this.s),
+      TUNEKIT_SLOT: String(slot ? slot.n : 0),
+      TUNEKIT_WORKERS: String(this.s.workers),
+    });
+    const info = {
+      worker, slot, id: worker.id, pid: worker.process.pid, state: spare ? 'spare' : 'starting', replacement, error: null, waiting: false,
+    };
+    info.ready = new Promise((resolve) => { info.resolveReady = resolve; });
+    info.exited = new Promise((resolve) => { info.resolveExit = resolve; });
+    info.startTimer = setTimeout(() => {
+      if (info.state !== 'starting') return;
+      this.log('error', 'worker-start-timeout', { worker: info.id, worker_pid: info.pid, ms: START_TIMEOUT_MS });
+      worker.process.kill('SIGKILL');
+    }, START_TIMEOUT_MS);
+    info.startTimer.unref();
+    this.infos.set(worker.id, info);
+    worker.on('message', (msg) => {
+      try {
+        this.onMessage(info, msg);
+      } catch (err) {
+        this.log('error', 'primary-error', { error: err.stack || String(err), worker: info.id });
+      }
+    });
+    this.log('info', spare ? 'spare-start' : 'worker-start', { worker: info.id, worker_pid: info.pid, slot: slot ? slot.n : null });
+    return info;
+  }
+
+  onMessage(info, msg) {
+    if (!msg || typeof msg !== 'object') return;
+    if (msg.tunekit === 'fatal') {
+      info.error = msg.error;
+      this.lastError = msg.error;
+      return;
+    }
+    if (msg.tunekit === 'want-listen') {
+      if (this.state === 'stopping' || info.state === 'retiring') return; // it has been told to drain
+      info.waiting = true;
+      if (info.state === 'spare') {
+        // Loaded and waiting; it gets a listener when a worker dies.
+        clearTimeout(info.startTimer);
+        this.log('info', 'spare-ready', { worker: info.id, worker_pid: info.pid });
+        return;
+      }
+      this.sendListener(info);
+      return;
+    }
+    if (msg.tunekit === 'listening') {
+      clearTimeout(info.startTimer);
+      if (info.state === 'starting') info.state = 'ready';
+      try {
+        this.adoptRoundRobinSocket();
+      } catch (err) {
+        this.log('error', 'socket-group', { error: err.message });
+      }
+      this.log('info', 'worker-ready', { worker: info.id, worker_pid: info.pid, slot: info.slot.n, module: msg.source });
+      if (!info.replacement) info.slot.current = info;
+      info.resolveReady(true);
+      this.maybeReady();
+    }
+  }
+
+  sendListener(info) {
+    if (!info.slot) return;
+    const b = this.s.strategy === 'per-worker' ? this.bound[info.slot.n - 1] : this.bound[0];
+    const send = (m, handle) => info.worker.send(m, handle, () => {});
+    if (b) send({ tunekit: 'listen', via: 'handle', address: b.path }, b.handle);
+    else send({ tunekit: 'listen', via: 'cluster' });
+  }
+
+  /** Give a dead worker's slot to the waiting spare. */
+  promoteSpare(slot) {
+    const spare = this.spare;
+    if (!spare || !spare.waiting || spare.state !== 'spare') return false;
+    this.spare = null;
+    spare.state = 'starting';
+    spare.slot = slot;
+    slot.current = spare;
+    this.log('info', 'spare-promoted', { worker: spare.id, worker_pid: spare.pid, slot: slot.n });
+    this.sendListener(spare);
+    return true;
+  }
+
+  /** Keep one loaded spare (settings.spareWorkers > 0), forked after `delay`. */
+  scheduleSpare(delay) {
+    clearTimeout(this.spareTimer);
+    this.spareTimer = null;
+    if (this.s.spareWorkers < 1 || this.state === 'stopping' || this.spare) return;
+    this.spareTimer = setTimeout(() => {
+      this.spareTimer = null;
+      if (this.state === 'stopping' || this.spare) return;
+      this.spare = this.fork(null, { spare: true });
+    }, delay);
+  }
+
+  maybeReady() {
+    if (this.everReady || this.state !== 'starting') return;
+    if (!this.slots.every((slot) => slot.current && slot.current.state === 'ready')) return;
+    this.everReady = true;
+    this.state = 'running';
+    const fields = { listen: this.listen.text, strategy: this.s.strategy, workers: this.pids() };
+    if (this.s.strategy === 'per-worker') fields.sockets = socketPaths(this.s);
+    this.log('info', 'ready', fields);
+    this.scheduleSpare(0);
+  }
+
+  pids() {
+    return this.slots.map((slot) => (slot.current ? slot.current.pid : null)).filter(Boolean);
+  }
+
+  onExit(worker, code, signal) {
+    const info = this.infos.get(worker.id);
+    if (!info) return;
+    this.infos.delete(worker.id);
+    clearTimeout(info.startTimer);
+    info.resolveReady(false);
+    info.resolveExit({ code, signal });
+    const wasSpare = info.state === 'spare';
+    if (this.spare === info) this.spare = null;
+    const planned = info.state === 'retiring' || this.state === 'stopping';
+    const fields = { worker: info.id, worker_pid: info.pid, slot: info.slot ? info.slot.n : null, code, signal, spare: wasSpare || undefined };
+    if (info.slot && info.slot.current === info) info.slot.current = null;
+
+    if (planned) {
+      this.log('info', 'worker-exit', fields);
+      if (this.state === 'stopping' && this.infos.size === 0) this.finish();
+      return;
+    }
+    this.log('warn', 'worker-exit', { ...fields, error: info.error ? errorText(info.error) : undefined });
+    const now = Date.now();
+    this.deaths = this.deaths.filter((t) => now - t < this.s.crashWindowMs);
+    this.deaths.push(now);
+    if (this.deaths.length >= this.s.crashLimit) {
+      const message = `crash loop: ${this.deaths.length} worker deaths within ${this.s.crashWindowMs / 1000} s; ` +
+        `stopping the cluster. Last worker error: ${errorText(this.lastError)}`;
+      this.log('error', 'crash-loop', { deaths: this.deaths.length, window_ms: this.s.crashWindowMs, error: this.lastError, message });
+      process.stderr.write(`tunekit: ${message}\n`);
+      this.shutdown('crash-loop', 1);
+      return;
+    }
+    if (info.replacement) return; // a failed rolling-restart replacement; the reload reports it
+    const delay = Math.min(this.s.respawnBackoffMs * 2 ** (this.deaths.length - 1), this.s.respawnBackoffMaxMs);
+    if (wasSpare) {
+      this.scheduleSpare(delay);
+      return;
+    }
+    const slot = info.slot;
+    if (this.promoteSpare(slot)) {
+      this.scheduleSpare(delay);
+      return;
+    }
+    this.log('info', 'respawn', { slot: slot.n, in_ms: delay, deaths_in_window: this.deaths.length });
+    clearTimeout(slot.timer);
+    slot.timer = setTimeout(() => {
+      slot.timer = null;
+      if (this.state === 'stopping' || slot.current) return;
+      const next = this.fork(slot);
+      slot.current = next;
+    }, delay);
+  }
+
+  // ---- signals ---------------------------------------------------------------
+
+  async reload() {
+    if (this.state !== 'running' || this.reloading) {
+      this.log('warn', 'reload-ignored', { reason: this.reloading ? 'a rolling restart is already running' : `state is ${this.state}` });
+      return;
+    }
+    this.reloading = true;
+    const before = this.pids();
+    this.log('info', 'reload', { workers: before });
+    clearTimeout(this.spareTimer);
+    if (this.spare) {
+      const old = this.spare; // loaded with the old code
+      this.spare = null;
+      this.retire(old);
+    }
+    try {
+      for (const slot of this.slots) {
+        if (this.state !== 'running') return;
+        const old = slot.current;
+        const fresh = this.fork(slot, { replacement: true });
+        const ok = await fresh.ready;
+        if (!ok || this.state !== 'running') {
+          this.log('error', 'reload-failed', {
+            slot: slot.n,
+            reason: 'the new worker exited before it listened; the old one keeps serving',
+            error: fresh.error ? errorText(fresh.error) : undefined,
+          });
+          return;
+        }
+        fresh.replacement = false;
+        // `old` may have died meanwhile and a respawn taken its slot: retire
+        // whichever worker the slot holds now, and cancel a pending respawn.
+        const previous = slot.current || old;
+        clearTimeout(slot.timer);
+        slot.timer = null;
+        slot.current = fresh;
+        if (previous && previous !== fresh && this.infos.has(previous.id)) await this.retire(previous);
+      }
+      this.log('info', 'reload-done', { workers: this.pids(), replaced: before });
+    } finally {
+      this.reloading = false;
+      this.scheduleSpare(0);
+    }
+  }
+
+  /** Ask a worker to drain; SIGKILL it if it is still there after the drain timeout. */
+  retire(info) {
+    info.state = 'retiring';
+    if (info.worker.isConnected()) info.worker.send({ tunekit: 'drain' }, undefined, () => {});
+    else info.worker.process.kill('SIGTERM');
+    const killer = setTimeout(() => {
+      if (!this.infos.has(info.id)) return;
+      this.log('warn', 'worker-kill', { worker: info.id, worker_pid: info.pid, reason: `still running ${this.s.drainTimeoutMs + KILL_GRACE_MS} ms after drain` });
+      this.exitCode = this.exitCode || 1;
+      info.worker.process.kill('SIGKILL');
+    }, this.s.drainTimeoutMs + KILL_GRACE_MS);
+    killer.unref();
+    return info.exited.then(() => clearTimeout(killer));
+  }
+
+  shutdown(reason, code = 0) {
+    if (this.state === 'stopping') {
+      // A second Ctrl-C (not the echo of a process-group signal) forces the stop.
+      // A repeated SIGTERM is ignored: the drain timeout bounds the stop already.
+      if (reason === 'SIGINT' && Date.now() - this.stoppingSince > 1000) {
+        this.log('warn', 'drain-forced', { reason: 'second SIGINT' });
+        for (const info of this.infos.values()) info.worker.process.kill('SIGKILL');
+      }
+      return;
+    }
+    this.stoppingSince = Date.now();
+    this.state = 'stopping';
+    this.exitCode = code;
+    for (const slot of this.slots) clearTimeout(slot.timer);
+    clearTimeout(this.spareTimer);
+    this.log('info', 'drain', { reason, timeout_ms: this.s.drainTimeoutMs, workers: [...this.infos.values()].map((i) => i.pid) });
+    // Unlink first (only our own inode): new connects fail at once instead of
+    // queueing on a socket nobody will accept on again.
+    this.releaseListeners();
+    if (this.infos.size === 0) {
+      this.finish();
+      return;
+    }
+    for (const info of this.infos.values()) this.retire(info);
+  }
+
+  finish() {
+    if (this.finished) return;
+    this.finished = true;
+    this.releaseListeners();
+    this.log('info', 'stop', { code: this.exitCode });
+    for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.removeListener(sig, this.signalHandlers[sig]);
+    if (this.done) this.done(this.exitCode);
+    // Leave without closing the bound handles: closing one makes libuv unlink its
+    // path, and we only unlink after checking the inode (releaseListeners).
+    this.exit(this.exitCode);
+  }
+
+  // ---- start -----------------------------------------------------------------
+
+  async run() {
+    const { s } = this;
+    this.log('info', 'start', {
+      name: s.name, listen: s.listen, strategy: s.strategy, workers: s.workers,
+      module: s.module || '(example app)', node: process.version,
+    });
+    try {
+      await this.bindListeners();
+    } catch (err) {
+      if (err.name !== 'ListenError' && err.name !== 'ConfigError') throw err;
+      this.log('error', 'listen-refused', { error: err.message, code: err.code });
+      process.stderr.write(`tunekit: ${err.message}\n`);
+      this.releaseListeners();
+      return 1;
+    }
+    const finished = new Promise((resolve) => { this.done = resolve; });
+    this.signalHandlers = {
+      SIGTERM: () => this.shutdown('SIGTERM', 0),
+      SIGINT: () => this.shutdown('SIGINT', 0),
+      SIGHUP: () => { this.reload().catch((err) => this.log('error', 'reload-failed', { error: err.message })); },
+    };
+    for (const [sig, fn] of Object.entries(this.signalHandlers)) process.on(sig, fn);
+
+    if (s.strategy === 'round-robin') cluster.schedulingPolicy = cluster.SCHED_RR;
+    cluster.setupPrimary({ exec: WORKER_ENTRY, args: [], silent: false });
+    cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
+    for (const slot of this.slots) slot.current = this.fork(slot);
+    return finished;
+  }
+}
+
+/**
+ * Run the primary until it stops. Resolves with the exit code (and, by default,
+ * exits the process with it: see Primary#finish).
+ */
+function runPrimary(settings, options) {
+  if (!cluster.isPrimary) throw new Error('runPrimary() must run in a cluster primary');
+  const primary = new Primary(normalize(settings), options);
+  return primary.run();
+}
+
+function parseArgs(argv) {
+  const i = argv.indexOf('--config');
+  if (argv.includes('--help') || argv.includes('-h')) return { help: true };
+  if (i === -1 || !argv[i + 1]) return { error: 'usage: node app/cluster.js --config /etc/tunekit-app/app.json' };
+  return { config: argv[i + 1] };
+}
+
+if (require.main === module) {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.help || args.error) {
+    (args.help ? process.stdout : process.stderr).write('usage: node app/cluster.js --config /etc/tunekit-app/app.json\n');
+    process.exit(args.help ? 0 : 2);
+  }
+  let settings;
+  try {
+    settings = readSettingsFile(args.config);
+  } catch (err) {
+    process.stderr.write(`tunekit: ${err.message}\n`);
+    process.exit(2);
+  }
+  runPrimary(settings).then((code) => process.exit(code), (err) => {
+    process.stderr.write(`${err.stack || err}\n`);
+    process.exit(1);
+  });
+}
+
+module.exports = { runPrimary, Primary, makeLogger, errorText, WORKER_ENTRY };

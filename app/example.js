@@ -1,0 +1,45 @@
+'use strict';
+// The example app, served when no MODULE is given.
+//   any path        → {"ok":true,"worker":<cluster worker id>,"pid":<pid>}
+//   GET /healthz    → the same plus the worker count and the timeouts as the live
+//                     server has them (what nginx's side must agree with)
+//   ?delay_ms=N     → answer after N ms (0..60000): a server with a known service
+//                     time for load tests, and a slow request for drain tests.
+
+const cluster = require('node:cluster');
+
+const MAX_DELAY_MS = 60000;
+
+function workerId() {
+  return cluster.worker ? cluster.worker.id : 0;
+}
+
+function handler(req, res) {
+  const url = new URL(req.url, 'http://localhost');
+  const body = { ok: true, worker: workerId(), pid: process.pid };
+  if (url.pathname === '/healthz') {
+    const server = req.socket && req.socket.server;
+    body.workers = Number(process.env.TUNEKIT_WORKERS) || null;
+    body.keepAliveTimeout = server ? server.keepAliveTimeout : null;
+    body.headersTimeout = server ? server.headersTimeout : null;
+    body.requestTimeout = server ? server.requestTimeout : null;
+  }
+  const delay = Number(url.searchParams.get('delay_ms') || 0);
+  if (!Number.isFinite(delay) || delay < 0 || delay > MAX_DELAY_MS) {
+    send(res, 400, { ok: false, error: `delay_ms must be 0..${MAX_DELAY_MS}` });
+    return;
+  }
+  if (delay > 0) setTimeout(send, delay, res, 200, body);
+  else send(res, 200, body);
+}
+
+function send(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+module.exports = handler;

@@ -1,0 +1,161 @@
+'use strict';
+// The runner's settings: the JSON object app/settings.json.j2 renders (the file
+// Ansible installs as /etc/tunekit-app/app.json), validated and normalised here.
+// Node built-ins only: this file runs on hosts without node_modules.
+
+const fs = require('node:fs');
+const os = require('node:os');
+
+// sun_path is 108 bytes on Linux; one is the terminating NUL.
+const SUN_PATH_MAX = 107;
+
+const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
+
+// Named ConfigError so the tunekit CLI prints it as one line (bin/tunekit.js).
+class SettingsError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+const INTEGER_FIELDS = [
+  'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
+  'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'respawnBackoffMaxMs',
+  'spareWorkers',
+];
+
+// Every field app/settings.json.j2 renders. No defaults here: the one definition
+// (ansible/roles/tunekit_defaults/defaults/main/) holds them, the template renders
+// them all, and a file that lacks one was rendered by another version of the kit.
+const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS];
+
+/**
+ * Parse a listen string.
+ *   unix:/run/app/app.sock | tcp:127.0.0.1:3000 | tcp:[::1]:3000 | fd:3 | systemd
+ * A bare absolute path is taken as unix:.
+ */
+function parseListen(value) {
+  if (typeof value !== 'string' || value === '') {
+    throw new SettingsError('listen is empty; use unix:/path.sock, tcp:HOST:PORT, fd:N or systemd');
+  }
+  if (value.startsWith('/')) value = `unix:${value}`;
+  if (value.startsWith('unix:')) {
+    const path = value.slice(5);
+    if (!path.startsWith('/')) {
+      throw new SettingsError(`listen ${value}: the socket path must be absolute (unix:/run/app/app.sock)`);
+    }
+    return { kind: 'unix', path, text: `unix:${path}` };
+  }
+  if (value.startsWith('tcp:')) {
+    const m = /^tcp:(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value);
+    const port = m ? Number(m[3]) : NaN;
+    if (!m || port < 1 || port > 65535) {
+      throw new SettingsError(`listen ${value}: expected tcp:HOST:PORT with a port 1-65535 (IPv6: tcp:[::1]:3000)`);
+    }
+    const host = m[1] || m[2];
+    return { kind: 'tcp', host, port, ipv6: Boolean(m[1]), text: value };
+  }
+  if (value === 'systemd') return { kind: 'fd', fd: 3, systemd: true, text: 'systemd' };
+  if (value.startsWith('fd:')) {
+    const fd = /^fd:(\d+)$/.test(value) ? Number(value.slice(3)) : NaN;
+    if (!(fd >= 3)) throw new SettingsError(`listen ${value}: expected fd:N with N >= 3 (0-2 are stdio)`);
+    return { kind: 'fd', fd, systemd: false, text: value };
+  }
+  throw new SettingsError(`listen ${value}: expected unix:/path.sock, tcp:HOST:PORT, fd:N or systemd`);
+}
+
+function parseMode(value) {
+  const text = String(value);
+  if (!/^0?[0-7]{3}$/.test(text)) {
+    throw new SettingsError(`socketMode ${text} is not an octal mode like 0660`);
+  }
+  const mode = parseInt(text, 8);
+  if (mode & 0o111) throw new SettingsError(`socketMode ${text} sets execute bits; a socket needs read/write only (0660)`);
+  return mode;
+}
+
+/** Validate and normalise a settings object; returns a new object. */
+function normalize(input) {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) {
+    throw new SettingsError('settings must be a JSON object (see app/settings.json.j2)');
+  }
+  const missing = FIELDS.filter((k) => !(k in input));
+  if (missing.length) {
+    throw new SettingsError(`settings lack ${missing.join(', ')}: re-render app.json from this version of the kit (tunekit render)`);
+  }
+  const s = { ...input };
+  for (const key of INTEGER_FIELDS) {
+    if (!Number.isInteger(s[key]) || s[key] < 0) {
+      throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
+    }
+  }
+  for (const key of ['backlog', 'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs']) {
+    if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
+  }
+  if (!STRATEGIES.includes(s.strategy)) {
+    throw new SettingsError(`strategy ${JSON.stringify(s.strategy)} must be one of ${STRATEGIES.join(', ')}`);
+  }
+  if (s.headersTimeoutMs <= s.keepAliveTimeoutMs) {
+    throw new SettingsError(`headersTimeoutMs=${s.headersTimeoutMs} must be greater than keepAliveTimeoutMs=${s.keepAliveTimeoutMs}`);
+  }
+  if (s.requestTimeoutMs !== 0 && s.requestTimeoutMs < s.headersTimeoutMs) {
+    throw new SettingsError(`requestTimeoutMs=${s.requestTimeoutMs} must be at least headersTimeoutMs=${s.headersTimeoutMs} (Node refuses otherwise)`);
+  }
+  s.listen = parseListen(s.listen).text;
+  const listen = parseListen(s.listen);
+  if (listen.kind === 'fd' && s.strategy !== 'shared') {
+    throw new SettingsError(`listen ${listen.text} (an inherited socket) works with strategy shared only, not ${s.strategy}`);
+  }
+  if (s.strategy === 'per-worker' && listen.kind !== 'unix') {
+    throw new SettingsError(`strategy per-worker needs a unix: listen (one socket per worker, PATH.N), not ${listen.text}`);
+  }
+  s.socketMode = String(s.socketMode);
+  parseMode(s.socketMode);
+  s.socketGroup = s.socketGroup == null ? '' : String(s.socketGroup);
+  if (typeof s.module !== 'string') throw new SettingsError('module must be a path string ("" for the example app)');
+  if (s.workers === 0) s.workers = availableCpus();
+  return s;
+}
+
+function availableCpus() {
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+}
+
+/** Read and normalise a rendered app.json. */
+function readSettingsFile(file) {
+  let text;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new SettingsError(`cannot read settings file ${file}: ${err.code || err.message}`);
+  }
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch (err) {
+    throw new SettingsError(`${file} is not valid JSON: ${err.message}`);
+  }
+  return normalize(data);
+}
+
+/** The socket paths a settings object binds (per-worker: PATH.1 .. PATH.N). */
+function socketPaths(settings) {
+  const listen = parseListen(settings.listen);
+  if (listen.kind !== 'unix') return [];
+  if (settings.strategy !== 'per-worker') return [listen.path];
+  return Array.from({ length: settings.workers }, (_, i) => `${listen.path}.${i + 1}`);
+}
+
+module.exports = {
+  SUN_PATH_MAX,
+  STRATEGIES,
+  FIELDS,
+  SettingsError,
+  parseListen,
+  parseMode,
+  normalize,
+  readSettingsFile,
+  socketPaths,
+  availableCpus,
+};

@@ -1,0 +1,253 @@
+'use strict';
+// A cluster worker: loads the user's app (app/load.js), applies the timeouts and
+// serves on the listener it is given. It never binds a path it could unlink and
+// never unlinks anything.
+//
+// Two ways to be started:
+//   managed  — forked by the tunekit primary (app/cluster.js). Detected by
+//              TUNEKIT_PRIMARY_PID equal to our parent's pid. Settings arrive in
+//              TUNEKIT_SETTINGS; the primary sends the listening handle over IPC.
+//   foreign  — any other cluster primary, e.g. PM2 cluster mode (exec_mode: cluster).
+//              Settings are read from the file named by TUNEKIT_CONFIG; the worker
+//              calls server.listen(path), which Node's cluster turns into a request
+//              to that primary, which binds the path and owns it.
+
+const cluster = require('node:cluster');
+const net = require('node:net');
+const { loadApp } = require('./load');
+const { normalize, readSettingsFile, parseListen } = require('./settings');
+
+const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
+  Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
+  typeof process.send === 'function';
+
+let server = null;
+let settings = null;
+let draining = false;
+let dying = false;
+
+function log(level, event, fields = {}) {
+  process.stdout.write(`${JSON.stringify({
+    ts: new Date().toISOString(),
+    level,
+    event,
+    pid: process.pid,
+    worker: cluster.worker ? cluster.worker.id : 0,
+    ...fields,
+  })}\n`);
+}
+
+function describeError(err) {
+  if (!(err instanceof Error)) return { message: String(err) };
+  const frame = String(err.stack || '').split('\n').slice(1).find((l) => /\(?\/.+:\d+:\d+\)?$/.test(l.trim()) && !l.includes('node:'));
+  return {
+    name: err.name,
+    message: err.message,
+    code: err.code,
+    at: frame ? frame.trim().replace(/^at\s+/, '') : undefined,
+  };
+}
+
+/** Report an uncaught error to the primary (so a crash loop names it), then exit. */
+function fatal(err, where) {
+  if (dying) return;
+  dying = true;
+  const error = { ...describeError(err), where };
+  log('error', 'worker-error', { error });
+  const leave = () => process.exit(1);
+  if (managed && process.connected) {
+    process.send({ tunekit: 'fatal', error }, leave);
+    setTimeout(leave, 1000).unref();
+  } else {
+    leave();
+  }
+}
+
+process.on('uncaughtException', (err) => fatal(err, 'uncaughtException'));
+process.on('unhandledRejection', (err) => fatal(err, 'unhandledRejection'));
+
+function readSettings() {
+  if (managed) return normalize(JSON.parse(process.env.TUNEKIT_SETTINGS));
+  const file = process.env.TUNEKIT_CONFIG;
+  if (!file) {
+    throw new Error('TUNEKIT_CONFIG is not set: under PM2 (or any foreign cluster primary) set it to the rendered app.json, e.g. /etc/tunekit-app/app.json');
+  }
+  return readSettingsFile(file);
+}
+
+function applyTimeouts(srv, s) {
+  // nginx must close an idle upstream connection before Node does (the keep-alive
+  // 502 race); headersTimeout above keepAliveTimeout; requestTimeout bounds a request.
+  srv.keepAliveTimeout = s.keepAliveTimeoutMs;
+  srv.headersTimeout = s.headersTimeoutMs;
+  srv.requestTimeout = s.requestTimeoutMs;
+}
+
+// ---- graceful close of keep-alive connections ----------------------------------
+//
+// While draining, every response says "Connection: close", and a connection is
+// closed the way RFC 9112 section 9.6 asks (and nginx's lingering_close does): send
+// FIN after the response, keep reading until the client hangs up, then close. A
+// request that still arrives on such a connection is read and dropped, never
+// handled ("MUST NOT process any further requests"). Node's own close sends FIN and
+// destroys at once; a client that already wrote its next request then gets EPIPE or
+// ECONNRESET instead of a clean end of stream.
+
+const CLOSING = Symbol('tunekit.closing');
+const INFLIGHT = Symbol('tunekit.inflight');
+const LINGER_MS = 2000;
+const sockets = new Set();
+
+function lingeringClose(socket) {
+  if (socket.destroyed) return;
+  socket[CLOSING] = true;
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.once('end', () => socket.destroy());
+  socket.resume();
+  socket.end();
+}
+
+/** Route every request through one listener that knows about draining. */
+function installDispatcher(srv) {
+  const listeners = srv.listeners('request');
+  srv.removeAllListeners('request');
+  srv.on('connection', (socket) => {
+    sockets.add(socket);
+    socket[INFLIGHT] = 0;
+    socket.once('close', () => sockets.delete(socket));
+  });
+  srv.on('request', (req, res) => {
+    const socket = req.socket;
+    if (socket[CLOSING] || socket.writableEnded) {
+      req.resume(); // a request after "Connection: close": drop it, unanswered
+      return;
+    }
+    socket[INFLIGHT] += 1;
+    res.once('close', () => { socket[INFLIGHT] -= 1; });
+    if (draining) {
+      res.setHeader('connection', 'close');
+      markClosing(socket);
+    }
+    for (const fn of listeners) fn.call(srv, req, res);
+  });
+}
+
+/** After its current response, this connection closes gently (see above). */
+function markClosing(socket) {
+  if (socket.destroySoon === lingeringDestroySoon) return;
+  socket.destroySoon = lingeringDestroySoon;
+}
+
+// Node's http server calls socket.destroySoon() after a response that closes.
+function lingeringDestroySoon() {
+  lingeringClose(this);
+}
+
+/**
+ * Listen on a handle the primary bound and sent over IPC. For a TCP handle that is
+ * the public server.listen(handle), which listens here without asking the cluster
+ * primary. For a Pipe (Unix socket) handle Node 20 instead routes listen(handle)
+ * through the cluster primary by fd number — an fd in the primary's table, not ours
+ * — so we take the same two steps the TCP branch takes (net.js: `this._handle =
+ * handle; listenInCluster(..., exclusive=true)` → `_listen2`). The handle came from
+ * IPC and holds no path, so closing it never unlinks the socket file.
+ */
+function listenOnHandle(srv, handle, backlog, address, onListening) {
+  srv.once('listening', onListening);
+  if (handle.constructor && handle.constructor.name === 'TCP') {
+    srv.listen(handle, backlog);
+    return;
+  }
+  srv._handle = handle;
+  if (address) srv._pipeName = address; // what server.address() reports
+  srv._listen2(null, -1, -1, backlog);
+}
+
+/** Listen the way a plain cluster worker does: the cluster primary binds and owns it. */
+function listenThroughPrimary(srv, s, onListening) {
+  const listen = parseListen(s.listen);
+  srv.once('listening', onListening);
+  if (listen.kind === 'unix') {
+    let p = listen.path;
+    if (s.strategy === 'per-worker') {
+      // PM2 numbers its instances from 0 (NODE_APP_INSTANCE); our sockets from 1.
+      const slot = Number(process.env.TUNEKIT_SLOT || (Number(process.env.NODE_APP_INSTANCE || 0) + 1));
+      p = `${p}.${slot}`;
+    }
+    srv.listen({ path: p, backlog: s.backlog });
+  } else if (listen.kind === 'tcp') {
+    srv.listen({ host: listen.host, port: listen.port, backlog: s.backlog });
+  } else {
+    throw new Error(`listen ${listen.text} needs the tunekit primary (app/cluster.js); under PM2 use unix: or tcp:`);
+  }
+}
+
+function drain() {
+  if (draining) return;
+  draining = true;
+  if (!server || !server.listening) {
+    process.exit(0);
+    return;
+  }
+  const started = Date.now();
+  // net's close, not http's: http.Server#close (Node >= 19) also destroys idle
+  // keep-alive connections at once, racing a client that is sending its next
+  // request on one. Stop accepting now; the callback runs once the last connection
+  // has closed.
+  net.Server.prototype.close.call(server, () => {
+    if (!managed) log('info', 'worker-drained', { ms: Date.now() - started });
+    process.exit(0);
+  });
+  // Busy connections close after their current response (Connection: close).
+  for (const socket of sockets) markClosing(socket);
+  // Connections that stayed idle through a short grace get no further request from
+  // a busy client: close them gently too.
+  const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
+  setTimeout(() => {
+    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
+  }, grace).unref();
+  setTimeout(() => {
+    log('warn', 'worker-drain-timeout', { ms: Date.now() - started, open: sockets.size });
+    for (const socket of sockets) socket.destroy();
+    process.exit(0);
+  }, settings.drainTimeoutMs).unref();
+}
+
+async function main() {
+  settings = readSettings();
+  process.env.TUNEKIT_WORKERS = String(settings.workers);
+  const app = await loadApp(settings.module);
+  server = app.server;
+  applyTimeouts(server, settings);
+  installDispatcher(server);
+  server.on('error', (err) => fatal(err, 'server'));
+
+  if (!managed) {
+    listenThroughPrimary(server, settings, () => {
+      log('info', 'listen', { listen: settings.listen, module: app.source, mode: cluster.isWorker ? 'foreign-primary' : 'standalone' });
+      // PM2's wait_ready convention.
+      if (typeof process.send === 'function') process.send('ready');
+    });
+    return;
+  }
+
+  process.on('message', (msg, handle) => {
+    if (!msg || typeof msg !== 'object' || msg.tunekit !== 'listen' || draining) return;
+    const ready = () => process.send({ tunekit: 'listening', source: app.source });
+    if (msg.via === 'handle') listenOnHandle(server, handle, settings.backlog, msg.address, ready);
+    else listenThroughPrimary(server, settings, ready);
+  });
+  process.send({ tunekit: 'want-listen' });
+}
+
+// Before the app loads: a drain request may come at any time (a spare retired by a
+// rolling restart, a stop during start-up); without a listener yet, drain exits.
+process.on('SIGTERM', drain);
+process.on('SIGINT', drain);
+process.on('message', (msg) => {
+  if (msg && msg.tunekit === 'drain') drain();
+});
+
+main().catch((err) => fatal(err, 'load'));
