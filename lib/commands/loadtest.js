@@ -1,0 +1,70 @@
+'use strict';
+// `tunekit loadtest`: bring up the local stack for one upstream (or target an
+// existing deployment with --url / --socket), drive it through nginx, print a
+// result table, write --json/--md/--html, tear everything down.
+// The harness lives in loadtest/ (see loadtest/README.md).
+
+const path = require('node:path');
+const { UsageError } = require('../errors');
+
+const ROOT = path.resolve(__dirname, '../..');
+
+// The harness needs these npm packages; a fresh clone without `npm ci` gets
+// one clear line instead of a stack trace.
+function requirePackages() {
+  const missing = ['autocannon', 'hdr-histogram-js'].filter((name) => {
+    try {
+      require.resolve(name);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length) throw new UsageError(`npm packages ${missing.join(', ')} are not installed; run \`npm ci\` in ${ROOT}`);
+}
+
+// Print the table, write the files, and turn "nothing answered" into exit 1.
+function finish(doc, o, text) {
+  const report = require('../../loadtest/report');
+  console.log(text);
+  for (const f of report.writeAll(doc, o)) console.error(`wrote ${f}`);
+  const failed = report.failedScenarios(doc);
+  if (failed.length) {
+    console.error(`tunekit: no successful response from ${failed.join(', ')}; see the errors and warnings above`);
+    return 1;
+  }
+  return 0;
+}
+
+async function main(argv) {
+  requirePackages();
+  const { parse, LOADTEST } = require('../../loadtest/options');
+  const o = parse('loadtest', LOADTEST, argv);
+  if (o.help) {
+    console.log(o.help);
+    return 0;
+  }
+  if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.socket && o.driver === 'wrk') throw new UsageError('wrk cannot connect to a Unix socket; drop --driver wrk or use --url');
+  const { runLoadtest } = require('../../loadtest/loadtest');
+  const { createProgress } = require('../../loadtest/progress');
+  const report = require('../../loadtest/report');
+  const { loadtestText } = require('../../loadtest/table');
+  o.progress = createProgress({ enabled: !o.noProgress });
+  o.varsFiles = o.vars;
+  o.timeoutS = o.timeout;
+  const { results, stack } = await runLoadtest(o);
+  const doc = report.document('loadtest', {
+    command: `tunekit loadtest ${argv.join(' ')}`.trim(),
+    options: {
+      upstream: o.url || o.socket ? null : o.upstream, profile: o.url || o.socket ? null : o.profile,
+      url: o.url || null, socket: o.socket || null, duration: o.duration, connections: o.connections,
+      rate: o.rate || null, driver: o.driver, procs: o.procs, workers: o.workers,
+    },
+    stack,
+    results,
+  });
+  return finish(doc, o, loadtestText(doc));
+}
+
+module.exports = { main, requirePackages, finish };

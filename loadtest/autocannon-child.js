@@ -1,0 +1,94 @@
+'use strict';
+// One autocannon generator process, forked by autocannon.js. It records every
+// response into its own microsecond histogram (autocannon's `response` event
+// gives the time in fractional ms from process.hrtime, measured from the write
+// of the request to the end of the parsed response), counts which app worker
+// answered (the example app's JSON body carries "pid":N), and sends the
+// encoded histogram and counts to the parent, which merges all processes.
+//
+// Protocol (IPC): parent sends { opts }, child sends { type: 'tick', responses }
+// once a second and { type: 'result', ... } at the end, then exits.
+
+const autocannon = require('autocannon');
+const H = require('./histogram');
+
+const PID_KEY = Buffer.from('"pid":');
+
+// Count every '"pid":N' in a chunk of response bytes (a chunk can hold more
+// than one small response, and the key never appears in the headers).
+function countPids(buf, byPid) {
+  let n = 0;
+  let i = buf.indexOf(PID_KEY);
+  while (i !== -1) {
+    let j = i + PID_KEY.length;
+    let pid = 0;
+    while (j < buf.length && buf[j] >= 48 && buf[j] <= 57) pid = pid * 10 + (buf[j++] - 48);
+    if (j > i + PID_KEY.length) {
+      byPid[pid] = (byPid[pid] || 0) + 1;
+      n++;
+    }
+    i = buf.indexOf(PID_KEY, j);
+  }
+  return n;
+}
+
+function run(opts) {
+  const histogram = H.createHistogram();
+  const byPid = {};
+  const counts = { responses: 0, ok: 0, non2xx: 0, sampled: 0 };
+  const cpu0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+
+  const instance = autocannon({
+    url: opts.url,
+    socketPath: opts.socketPath || undefined,
+    connections: opts.connections,
+    duration: opts.duration,
+    overallRate: opts.rate || undefined,
+    timeout: opts.timeoutS,
+    pipelining: 1,
+    setupClient: opts.workerShare
+      ? (client) => client.on('body', (buf) => { counts.sampled += countPids(buf, byPid); })
+      : undefined,
+  }, (err, result) => {
+    const elapsedS = Number(process.hrtime.bigint() - t0) / 1e9;
+    const cpu = process.cpuUsage(cpu0);
+    if (err) {
+      process.send({ type: 'error', message: err.message }, () => process.exit(1));
+      return;
+    }
+    process.send({
+      type: 'result',
+      pid: process.pid,
+      elapsedS,
+      cpuUs: cpu.user + cpu.system,
+      histogram: H.encode(histogram),
+      responses: counts.responses,
+      ok: counts.ok,
+      non2xx: counts.non2xx,
+      errors: result.errors,
+      timeouts: result.timeouts,
+      sampled: counts.sampled,
+      byPid,
+    }, () => process.exit(0));
+  });
+
+  instance.on('response', (client, statusCode, resBytes, responseTime) => {
+    counts.responses++;
+    if (statusCode >= 200 && statusCode < 300) {
+      counts.ok++;
+      H.recordMs(histogram, responseTime);
+    } else {
+      counts.non2xx++;
+    }
+  });
+  instance.on('tick', () => process.send({ type: 'tick', responses: counts.responses }));
+}
+
+if (require.main === module) {
+  process.once('message', (msg) => run(msg.opts));
+  // The parent going away ends this generator too.
+  process.on('disconnect', () => process.exit(2));
+}
+
+module.exports = { countPids };

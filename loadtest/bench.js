@@ -1,0 +1,175 @@
+'use strict';
+// `tunekit bench`: every scenario side by side in one run, A/B interleaved.
+// All stacks start first and stay up (idle stacks cost nothing); each round
+// then runs every scenario once, in an order rotated and alternated per round
+// (stats.roundOrder), so slow drift of a noisy machine (other tenants,
+// thermal, page cache) spreads over all scenarios instead of favouring one.
+// Per round and scenario: one saturation run (the driver flat out) and, with
+// cpuRate > 0, one paced run at a fixed rate (server CPU per request when
+// nobody is saturated). Figures are medians with min–max over rounds; ratios
+// are taken per round (same round, neighbouring minutes) and summarised.
+
+const { measure } = require('./measure');
+const { spread, ratio, roundOrder } = require('./stats');
+const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
+
+const SCENARIOS = {
+  stock: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
+  tcp: 'kit-tuned nginx → Node cluster over TCP, upstream keep-alive',
+  uds: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
+  'nginx-static': 'nginx alone, `return 200`, same nginx.conf (ceiling)',
+  direct: 'straight to the Node cluster, no nginx (ceiling)',
+};
+const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
+const RATIOS = [['uds', 'stock'], ['uds', 'tcp'], ['uds', 'direct'], ['tcp', 'stock']];
+
+const STACKS = {
+  stock: { upstream: 'tcp', profile: 'stock' },
+  tcp: { upstream: 'tcp', profile: 'tuned' },
+  uds: { upstream: 'uds', profile: 'tuned' },
+};
+
+// Which stacks the chosen scenarios need. `direct` drives the app's UDS with
+// autocannon, its TCP port with wrk (wrk speaks TCP only).
+function stacksFor(scenarios, driver) {
+  const need = new Set();
+  for (const s of scenarios) {
+    if (STACKS[s]) need.add(s);
+    if (s === 'nginx-static') need.add('uds');
+    if (s === 'direct') need.add(driver === 'wrk' ? 'tcp' : 'uds');
+  }
+  return [...need];
+}
+
+function summarise(results, scenarios) {
+  return scenarios.map((name) => {
+    const sat = results.filter((r) => r.scenario === name && r.mode === 'saturation');
+    const paced = results.filter((r) => r.scenario === name && r.mode === 'paced');
+    const s = (rs, path) => spread(rs.map((r) => path.split('.').reduce((o, k) => (o == null ? o : o[k]), r)));
+    const sum = (rs, f) => rs.reduce((a, r) => a + f(r), 0);
+    // The curve of the round whose req/s is the median one.
+    const sorted = [...sat].sort((a, b) => a.reqPerSec - b.reqPerSec);
+    const mid = sorted[sorted.length >> 1];
+    return {
+      scenario: name,
+      describe: sat[0] ? sat[0].target.describe : SCENARIOS[name],
+      driver: sat[0] ? sat[0].driver : null,
+      rounds: sat.length,
+      reqPerSec: s(sat, 'reqPerSec'),
+      latencyUs: {
+        p50: s(sat, 'latencyUs.p50'), p90: s(sat, 'latencyUs.p90'), p99: s(sat, 'latencyUs.p99'),
+        p999: s(sat, 'latencyUs.p999'), max: s(sat, 'latencyUs.max'),
+      },
+      curve: mid ? mid.latencyUs.curve : [],
+      cpuUsPerReq: s(sat, 'server.cpuUsPerReq'),
+      generatorMachineShare: s(sat, 'generator.machineShare'),
+      otherCores: s(sat, 'machine.otherCores'),
+      atRate: paced.length ? {
+        driver: 'pacer',
+        rate: paced[0].targetRate,
+        // The curve of the round whose p99 is the median one.
+        curve: [...paced].sort((a, b) => a.latencyUs.p99 - b.latencyUs.p99)[paced.length >> 1].latencyUs.curve,
+        achievedRate: s(paced, 'achievedRate'),
+        cpuUsPerReq: s(paced, 'server.cpuUsPerReq'),
+        latencyUs: { p50: s(paced, 'latencyUs.p50'), p99: s(paced, 'latencyUs.p99'), p999: s(paced, 'latencyUs.p999') },
+      } : null,
+      errors: sum([...sat, ...paced], (r) => r.requests.errors + r.requests.timeouts),
+      non2xx: sum([...sat, ...paced], (r) => r.requests.non2xx),
+      errorLogLines: sum([...sat, ...paced], (r) => (r.errorLog ? r.errorLog.lines : 0)),
+      clientBoundRounds: sat.filter((r) => r.warnings.some((w) => w.startsWith('client-bound'))).length,
+    };
+  });
+}
+
+// Per-round ratios a/b of req/s, CPU per request (saturation and at rate) and
+// p50/p99, summarised as median (min–max) over rounds.
+function ratios(results, scenarios) {
+  const out = [];
+  for (const [a, b] of RATIOS) {
+    if (!scenarios.includes(a) || !scenarios.includes(b)) continue;
+    const per = (mode, path) => {
+      const vals = [];
+      const rounds = new Set(results.map((r) => r.round));
+      for (const round of rounds) {
+        const ra = results.find((r) => r.round === round && r.scenario === a && r.mode === mode);
+        const rb = results.find((r) => r.round === round && r.scenario === b && r.mode === mode);
+        const get = (r) => path.split('.').reduce((o, k) => (o == null ? o : o[k]), r);
+        if (ra && rb) vals.push(ratio(get(ra), get(rb)));
+      }
+      return spread(vals);
+    };
+    out.push({
+      name: `${a}/${b}`,
+      reqPerSec: per('saturation', 'reqPerSec'),
+      cpuUsPerReq: per('saturation', 'server.cpuUsPerReq'),
+      cpuUsPerReqAtRate: per('paced', 'server.cpuUsPerReq'),
+      p50: per('saturation', 'latencyUs.p50'),
+      p99: per('saturation', 'latencyUs.p99'),
+      p50AtRate: per('paced', 'latencyUs.p50'),
+      p99AtRate: per('paced', 'latencyUs.p99'),
+    });
+  }
+  return out;
+}
+
+// Run the whole bench. `o`: { scenarios, rounds, duration, connections,
+// driver, procs, cpuRate, cpuDuration, warmup, workers, set, varsFiles,
+// timeoutS, progress }.
+async function runBench(o) {
+  const progress = o.progress;
+  const { startStack } = loadStack();
+  const stacks = {};
+  const cleanups = [];
+  const results = [];
+  try {
+    for (const name of stacksFor(o.scenarios, o.driver)) {
+      progress.note(`bench: starting the ${name} stack (${STACKS[name].profile}, ${STACKS[name].upstream})`);
+      const stack = await startStack({ ...STACKS[name], workers: o.workers, set: o.set, varsFiles: o.varsFiles, port: 0 });
+      cleanups.push(() => stack.stop());
+      stacks[name] = stack;
+    }
+    const targets = {};
+    for (const name of o.scenarios) {
+      if (STACKS[name]) targets[name] = nginxTarget(name, stacks[name], SCENARIOS[name]);
+      else if (name === 'direct') targets[name] = directTarget(name, stacks[o.driver === 'wrk' ? 'tcp' : 'uds'], SCENARIOS.direct);
+      else if (name === 'nginx-static') {
+        const s = await staticTarget(name, stacks.uds);
+        cleanups.push(s.stop);
+        targets[name] = s.target;
+      }
+    }
+    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n) => progress.update(n) };
+    if (o.warmup > 0) {
+      for (const name of o.scenarios) {
+        progress.start(`warm-up ${name}`, o.warmup);
+        await measure(targets[name], { ...base, mode: 'saturation', duration: o.warmup });
+        progress.done();
+      }
+    }
+    for (let round = 0; round < o.rounds; round++) {
+      for (const name of roundOrder(o.scenarios, round)) {
+        progress.start(`round ${round + 1}/${o.rounds} ${name} saturation (${o.driver})`, o.duration);
+        const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
+        progress.done();
+        results.push({ round: round + 1, ...sat });
+        if (o.cpuRate > 0) {
+          progress.start(`round ${round + 1}/${o.rounds} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
+          const paced = await measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration });
+          progress.done();
+          results.push({ round: round + 1, ...paced });
+        }
+      }
+    }
+  } finally {
+    for (const stop of cleanups.reverse()) {
+      try {
+        await stop();
+      } catch (err) {
+        progress.note(`bench: cleanup failed: ${err.message}`);
+      }
+    }
+  }
+  return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
+}
+
+module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS };

@@ -1,0 +1,160 @@
+'use strict';
+// CPU accounting from /proc: the server's time (nginx + app processes) and the
+// load generator's own.
+//
+// Source: the scheduler's own runtime of every thread, the first field of
+// /proc/PID/task/TID/schedstat, in nanoseconds. The classic utime + stime of
+// /proc/PID/stat (fields 14, 15) are tick-sampled (CONFIG_TICK_CPU_ACCOUNTING:
+// at each timer tick, HZ=250 here, the running task is charged a whole tick)
+// and shown in 10 ms units, too coarse for a 1-second run at 200 req/s and
+// biased for processes that wake briefly. stat is the fallback when schedstat
+// is missing (kernels without CONFIG_SCHED_INFO). Processes or threads that
+// exit during a run lose their time; the result says how many pids vanished.
+// https://docs.kernel.org/scheduler/sched-stats.html
+// https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html
+
+const fs = require('node:fs');
+const os = require('node:os');
+const { spawnSync } = require('node:child_process');
+
+let ticksPerSecond = null;
+function clockTicks() {
+  if (ticksPerSecond === null) {
+    const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+    const n = Number(String(r.stdout || '').trim());
+    ticksPerSecond = Number.isInteger(n) && n > 0 ? n : 100;
+  }
+  return ticksPerSecond;
+}
+
+// Parse the text of /proc/PID/stat: the command name (field 2) may contain
+// spaces and parentheses, so split after the last ')'.
+function parseStat(text) {
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // rest[0] is field 3 (state); field N is rest[N - 3].
+  return {
+    utime: Number(rest[11]),
+    stime: Number(rest[12]),
+    cutime: Number(rest[13]),
+    cstime: Number(rest[14]),
+  };
+}
+
+function readStat(pid) {
+  try {
+    return parseStat(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+// Runtime (µs) of all threads of pid from schedstat, or null.
+function readSchedstatUs(pid) {
+  let tids;
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return null;
+  }
+  let ns = 0;
+  let seen = 0;
+  for (const tid of tids) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      seen++;
+    } catch {
+      // thread exited while we looked
+    }
+  }
+  return seen ? ns / 1000 : null;
+}
+
+let source = null;
+// 'schedstat' when this kernel has per-thread runtime, else 'stat'.
+function cpuSource() {
+  if (source === null) source = fs.existsSync('/proc/self/schedstat') ? 'schedstat' : 'stat';
+  return source;
+}
+
+// CPU time (µs) of each pid still alive: Map pid -> µs.
+function snapshot(pids) {
+  const usPerTick = 1e6 / clockTicks();
+  const useSchedstat = cpuSource() === 'schedstat';
+  const out = new Map();
+  for (const pid of pids) {
+    if (useSchedstat) {
+      const us = readSchedstatUs(pid);
+      if (us !== null) out.set(pid, us);
+      continue;
+    }
+    const s = readStat(pid);
+    if (s) out.set(pid, (s.utime + s.stime) * usPerTick);
+  }
+  return out;
+}
+
+// Sum of CPU µs spent between two snapshots. A pid that appears only in
+// `after` started during the run and counts in full; one only in `before`
+// exited and is reported in `vanished` (its last ticks are lost).
+function delta(before, after) {
+  let us = 0;
+  let vanished = 0;
+  for (const [pid, end] of after) us += end - (before.get(pid) || 0);
+  for (const pid of before.keys()) if (!after.has(pid)) vanished++;
+  return { us: Math.round(us), vanished };
+}
+
+// CPU µs of this process's reaped children (cutime + cstime): the delta across
+// a child's life is that child's CPU (used for wrk, which exits when done).
+function reapedChildrenUs() {
+  const s = readStat('self');
+  return s ? (s.cutime + s.cstime) * (1e6 / clockTicks()) : 0;
+}
+
+function cores() {
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+}
+
+module.exports = { clockTicks, parseStat, readStat, readSchedstatUs, cpuSource, snapshot, delta, reapedChildrenUs, cores };
+
+// Pids whose parent is `ppid` (an nginx master's workers), from /proc.
+function childrenOf(ppid) {
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const text = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) === ppid) out.push(Number(name));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+module.exports.childrenOf = childrenOf;
+
+// The whole machine's busy and total CPU time (µs, all cores) from the first
+// line of /proc/stat: user nice system idle iowait irq softirq steal …
+function machineSnapshot() {
+  try {
+    const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const usPerTick = 1e6 / clockTicks();
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = f[3] + f[4];
+    return { busyUs: (total - idle) * usPerTick, totalUs: total * usPerTick, at: process.hrtime.bigint() };
+  } catch {
+    return null;
+  }
+}
+
+// Cores kept busy between two machine snapshots (by anything at all).
+function machineBusyCores(before, after) {
+  if (!before || !after) return null;
+  const seconds = Number(after.at - before.at) / 1e9;
+  return seconds > 0 ? (after.busyUs - before.busyUs) / 1e6 / seconds : null;
+}
+
+module.exports.machineSnapshot = machineSnapshot;
+module.exports.machineBusyCores = machineBusyCores;

@@ -1,0 +1,45 @@
+'use strict';
+// `tunekit loadtest`: one stack (or an existing deployment), one driver.
+// Without --rate: a saturation run. With --rate R: the kit's paced run at R
+// (even arrivals, latency from the intended send time) and, beside it, an
+// autocannon -R R run (bursty per-second budget, latency from the actual
+// send), so the two p99s can be compared in one report.
+
+const { measure } = require('./measure');
+const { nginxTarget, remoteTarget, loadStack } = require('./targets');
+
+async function runLoadtest(o) {
+  const progress = o.progress;
+  let stack = null;
+  let target;
+  const results = [];
+  try {
+    if (o.url || o.socket) {
+      target = remoteTarget({ url: o.url, socket: o.socket, errorLog: o.errorLog });
+    } else {
+      const { startStack } = loadStack();
+      progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${o.workers} workers)`);
+      stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.module || null, set: o.set, varsFiles: o.varsFiles, port: 0 });
+      target = nginxTarget(o.upstream, stack, `nginx (${o.profile}) → ${stack.appListen}`);
+    }
+    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, duration: o.duration, onProgress: (n) => progress.update(n) };
+    if (o.rate) {
+      progress.start(`${target.name} paced at ${o.rate} req/s (pacer)`, o.duration);
+      results.push(await measure(target, { ...base, mode: 'paced', rate: o.rate }));
+      progress.done();
+      progress.start(`${target.name} autocannon -R ${o.rate}`, o.duration);
+      results.push(await measure(target, { ...base, driver: 'autocannon', mode: 'rate', rate: o.rate }));
+      progress.done();
+    } else {
+      progress.start(`${target.name} saturation (${o.driver})`, o.duration);
+      results.push(await measure(target, { ...base, mode: 'saturation' }));
+      progress.done();
+    }
+  } finally {
+    progress.done();
+    if (stack) await stack.stop();
+  }
+  return { results, stack: stack ? { url: stack.url, appListen: stack.appListen, renderDir: stack.renderDir } : null };
+}
+
+module.exports = { runLoadtest };

@@ -1,0 +1,39 @@
+'use strict';
+// The Markdown report: the same tables as the terminal, as GitHub tables.
+
+const T = require('./table');
+
+function table(head, rows) {
+  const esc = (c) => String(c).replace(/\|/g, '\\|');
+  return [`| ${head.map(esc).join(' | ')} |`, `|${head.map((_, i) => (i ? '---:' : '---')).join('|')}|`,
+    ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
+}
+
+function hostLine(h) {
+  return `${h.cores} cores (${h.cpuModel || 'unknown CPU'}), Linux ${h.kernel}, nginx ${h.nginx || '?'}, ` +
+    `Node ${h.node}, autocannon ${h.autocannon || '?'}, wrk ${h.wrk || 'not installed'}`;
+}
+
+function warnings(doc) {
+  const lines = [...doc.warnings];
+  for (const r of doc.results) for (const w of r.warnings) lines.push(`${r.scenario}${r.round ? ` round ${r.round}` : ''} (${r.mode}): ${w}`);
+  return lines.length ? `\n## Warnings\n\n${lines.map((l) => `- ${l}`).join('\n')}\n` : '';
+}
+
+function toMarkdown(doc) {
+  const out = [`# tunekit ${doc.kind}`, '', `\`${doc.command}\` — ${doc.createdAt}`, '', `Host: ${hostLine(doc.host)}.`, ''];
+  if (doc.kind === 'bench') {
+    out.push('## Scenarios (median, min–max over rounds)', '', table(T.SUMMARY_HEAD, doc.summary.map(T.summaryRow)), '');
+    out.push('## Ratios (per round, median, min–max)', '', table(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '');
+    out.push('## Every run', '');
+  }
+  out.push(table(['round', ...T.RESULT_HEAD], doc.results.map((r) => [r.round || '–', ...T.resultRow(r)])), '');
+  out.push('Latency in µs from the kit\'s own histogram (per response, µs resolution); paced runs count latency from the',
+    'intended send time (coordinated omission corrected). srv µs/req: CPU of nginx and app processes (scheduler',
+    'runtime from /proc) divided by requests. gen CPU: the load generator\'s share of all cores. others: cores kept',
+    'busy meanwhile by processes that are neither server nor generator.');
+  out.push(warnings(doc));
+  return `${out.join('\n')}\n`;
+}
+
+module.exports = { toMarkdown };

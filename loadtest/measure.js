@@ -1,0 +1,178 @@
+'use strict';
+// One measurement: drive a target with one driver in one mode and account
+// for everything around it — server CPU of the nginx and app processes from
+// /proc, nginx error.log lines added, per-worker share, the generator's own
+// CPU — and turn it into a Result (schema in README.md).
+//
+// A target is { name, url, socketPath, pids(), appWorkers(), errorLogPath, describe }:
+// pids() returns { nginx: [master, ...workers], app: [primary, ...workers] }
+// fresh from /proc (lib/stack.js's stack.pids()), or null for a remote target
+// whose CPU cannot be seen from here; appWorkers() (optional) lists the app
+// worker pids that should serve requests.
+
+const cpu = require('./cpu');
+const errorlog = require('./errorlog');
+const H = require('./histogram');
+const { assess } = require('./workershare');
+const { runAutocannon } = require('./autocannon');
+const { runWrk } = require('./wrk');
+const { runPaced } = require('./pacer');
+
+// A generator process at or above this share of one core is itself the limit.
+const CLIENT_BOUND_CORE_SHARE = 0.9;
+// A generator taking this share of the whole machine leaves the server short.
+const CLIENT_MACHINE_SHARE = 0.4;
+// Other processes (not server, not generator) using this share of all cores
+// during a run make its absolute figures unrepresentative.
+const OTHER_LOAD_CORES = 0.25;
+// Paced mode: the pacer is late if its p99 send lag exceeds this (µs).
+const PACER_LAG_LIMIT_US = 1000;
+
+function allPids(p) {
+  return p ? [...(p.nginx || []), ...(p.app || [])] : [];
+}
+
+async function drive(target, o) {
+  const common = { connections: o.connections, duration: o.duration, timeoutS: o.timeoutS, onProgress: o.onProgress };
+  if (o.mode === 'paced') {
+    return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false });
+  }
+  if (o.driver === 'wrk') {
+    if (target.socketPath) throw new Error(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
+    return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores() });
+  }
+  return runAutocannon({ ...common, url: target.url, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });
+}
+
+function clientWarnings(mode, gen, extra) {
+  const w = [];
+  if (mode === 'paced') {
+    const q = extra.queue;
+    const queued = q && q.queued > 0.01 * (extra.requests ? extra.requests.sent : 0);
+    if (queued) {
+      w.push(`the target did not keep up with ${extra.targetRate} req/s: ${q.queued} requests found all ${q.connections} connections busy ` +
+        `(queue up to ${q.max}); the wait is part of their latency. Past capacity, or raise --connections`);
+    }
+    if (extra.achievedRate < extra.targetRate * 0.98) {
+      w.push(`the pacer sent ${Math.round(extra.achievedRate)} req/s, short of the ${extra.targetRate} asked: ` +
+        (queued ? 'requests queued for a free connection' : 'the generator is short of CPU; lower --rate'));
+    }
+    if (extra.sendLagUs && extra.sendLagUs.p99 > PACER_LAG_LIMIT_US) {
+      w.push(`the pacer's p99 send lag was ${extra.sendLagUs.p99} µs: late sends count in the latency (measured from the intended time); the generator or the machine is busy`);
+    }
+    return w;
+  }
+  // wrk reports its threads' average share; autocannon one share per process.
+  const busiest = Math.max(...gen.perProcessCpuShare);
+  if (busiest >= CLIENT_BOUND_CORE_SHARE) {
+    w.push(`client-bound: a generator ${gen.threads ? 'thread' : 'process'} used ${Math.round(busiest * 100)}% of a core; the load generator, not the server, may be the limit (more --procs, or --driver wrk)`);
+  }
+  if (gen.machineShare >= CLIENT_MACHINE_SHARE) {
+    w.push(`the generator used ${Math.round(gen.machineShare * 100)}% of this machine's ${cpu.cores()} cores: server figures are lower bounds`);
+  }
+  return w;
+}
+
+// Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
+// duration, connections, rate, procs, timeoutS, onProgress }.
+async function measure(target, o) {
+  const pidsBefore = target.pids ? target.pids() : null;
+  const before = cpu.snapshot(allPids(pidsBefore));
+  const mark = errorlog.mark(target.errorLogPath);
+  const startedAt = new Date().toISOString();
+  const machine0 = cpu.machineSnapshot();
+
+  const d = await drive(target, o);
+
+  const machine1 = cpu.machineSnapshot();
+  const pidsAfter = target.pids ? target.pids() : null;
+  const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
+  const after = cpu.snapshot(seen);
+  const split = (names) => {
+    const ids = new Set(names);
+    return cpu.delta(new Map([...before].filter(([p]) => ids.has(p))), new Map([...after].filter(([p]) => ids.has(p))));
+  };
+  let server = null;
+  if (pidsBefore) {
+    const total = cpu.delta(before, after);
+    const nginxPids = [...(pidsBefore.nginx || []), ...((pidsAfter && pidsAfter.nginx) || [])];
+    const appPids = [...(pidsBefore.app || []), ...((pidsAfter && pidsAfter.app) || [])];
+    // Each side rounded once; the total is their sum, so the parts add up.
+    const nginxUs = split(nginxPids).us;
+    const appUs = split(appPids).us;
+    const us = nginxUs + appUs;
+    server = {
+      cpuUs: us,
+      nginxCpuUs: nginxUs,
+      appCpuUs: appUs,
+      cpuUsPerReq: d.requests.completed ? us / d.requests.completed : null,
+      cores: us / 1e6 / d.elapsedS,
+      source: cpu.cpuSource(),
+      processes: { nginx: (pidsBefore.nginx || []).length, app: (pidsBefore.app || []).length },
+      pids: pidsBefore,
+      vanished: total.vanished,
+    };
+  }
+
+  const gen = { ...d.generator };
+  gen.machineShare = gen.cpuUs / 1e6 / d.elapsedS / cpu.cores();
+  // Everything else that ran meanwhile: other tenants of a shared machine.
+  const busyCores = cpu.machineBusyCores(machine0, machine1);
+  const machine = {
+    cores: cpu.cores(),
+    busyCores,
+    otherCores: busyCores == null ? null
+      : Math.max(0, busyCores - gen.cpuUs / 1e6 / d.elapsedS - (server ? server.cores : 0)),
+  };
+  const latencyUs = d.latencyUs || H.summarize(d.histogram);
+  // The workers expected to serve: the target's list (the runner's "ready"
+  // line; it also keeps an idle spare child) or every child of the primary.
+  const appWorkers = target.appWorkers ? target.appWorkers() : pidsBefore && pidsBefore.app ? pidsBefore.app.slice(1) : null;
+  const result = {
+    scenario: target.name,
+    target: { url: target.url, socketPath: target.socketPath || null, describe: target.describe || null },
+    driver: d.driver,
+    mode: o.mode,
+    startedAt,
+    durationS: d.elapsedS,
+    connections: o.connections,
+    targetRate: o.mode === 'saturation' ? null : o.rate,
+    achievedRate: d.achievedRate != null ? d.achievedRate : null,
+    reqPerSec: d.reqPerSec,
+    requests: d.requests,
+    latencyUs,
+    serviceUs: d.serviceUs || null,
+    sendLagUs: d.sendLagUs || null,
+    queue: d.queue || null,
+    errorLog: errorlog.linesSince(mark),
+    server,
+    generator: gen,
+    machine,
+    workers: assess(d.workers, appWorkers),
+    warnings: [],
+  };
+  result.warnings.push(...clientWarnings(o.mode, gen, result));
+  if (server && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores) {
+    result.warnings.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
+      'absolute figures are from a shared machine; compare ratios from the same round');
+  }
+  const r = result.requests;
+  if (r.errors || r.timeouts || r.non2xx) {
+    result.warnings.push(`${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx responses`);
+  }
+  if (result.errorLog && result.errorLog.lines) {
+    result.warnings.push(`nginx wrote ${result.errorLog.lines} error.log lines, e.g. ${result.errorLog.sample[0]}`);
+  }
+  if (result.workers && result.workers.missing.length) {
+    result.warnings.push(`app workers ${result.workers.missing.join(', ')} served no request: ` +
+      'each connection lands on one worker, so few connections or a greedy accept leave a worker idle');
+  }
+  if (server && server.vanished) {
+    result.warnings.push(`${server.vanished} server processes exited during the run; their CPU is missing`);
+  }
+  // Keep the merged histogram for callers that merge rounds; not serialised.
+  Object.defineProperty(result, 'histogram', { value: d.histogram || null, enumerable: false });
+  return result;
+}
+
+module.exports = { measure, clientWarnings, CLIENT_BOUND_CORE_SHARE };

@@ -1,0 +1,104 @@
+'use strict';
+// Command-line options of `tunekit loadtest` and `tunekit bench`: one table
+// each (name, type, default, help) that parses argv and prints --help.
+
+const { parseArgs } = require('node:util');
+const { UsageError } = require('../lib/errors');
+const { cores } = require('./cpu');
+const { available: wrkAvailable } = require('./wrk');
+
+const positiveInt = (name, v) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a whole number >= 1 (got "${v}")`);
+  return n;
+};
+const positiveNum = (name, v) => {
+  const n = Number(v);
+  if (!(n > 0)) throw new UsageError(`--${name} must be a number > 0 (got "${v}")`);
+  return n;
+};
+const nonNegNum = (name, v) => {
+  const n = Number(v);
+  if (!(n >= 0)) throw new UsageError(`--${name} must be a number >= 0 (got "${v}")`);
+  return n;
+};
+const oneOf = (choices) => (name, v) => {
+  if (!choices.includes(v)) throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${v}")`);
+  return v;
+};
+
+const COMMON = {
+  duration: { type: 'string', conv: positiveNum, help: 'seconds per run' },
+  connections: { type: 'string', conv: positiveInt, dflt: '50', help: 'concurrent connections' },
+  driver: { type: 'string', conv: oneOf(['autocannon', 'wrk']), help: 'load generator for saturation runs' },
+  procs: { type: 'string', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes (one saturates near 36k req/s)' },
+  workers: { type: 'string', conv: positiveInt, dflt: '2', help: 'app cluster workers of the local stack' },
+  set: { type: 'string', multiple: true, dflt: [], help: 'key=value override of a tunable (repeatable)' },
+  vars: { type: 'string', multiple: true, dflt: [], help: 'YAML vars file, as ansible -e @file (repeatable)' },
+  timeout: { type: 'string', conv: positiveNum, dflt: '10', help: 'per-request timeout, seconds' },
+  json: { type: 'string', help: 'write the JSON report (schema: loadtest/README.md)' },
+  md: { type: 'string', help: 'write a Markdown report' },
+  html: { type: 'string', help: 'write a self-contained HTML report with charts' },
+  'no-progress': { type: 'boolean', help: 'no progress output on stderr' },
+  help: { type: 'boolean', short: 'h', help: 'this help' },
+};
+
+const LOADTEST = {
+  upstream: { type: 'string', conv: oneOf(['uds', 'tcp', 'per-worker']), dflt: 'uds', help: 'upstream of the local stack' },
+  profile: { type: 'string', conv: oneOf(['tuned', 'stock']), dflt: 'tuned', help: 'kit-tuned or stock nginx/Node settings' },
+  ...COMMON,
+  duration: { ...COMMON.duration, dflt: '10' },
+  driver: { ...COMMON.driver, dflt: 'autocannon' },
+  rate: { type: 'string', conv: positiveNum, help: 'paced mode: req/s, evenly spaced (shown beside autocannon -R)' },
+  url: { type: 'string', help: 'drive an existing deployment (no local stack), e.g. http://10.0.0.5/' },
+  socket: { type: 'string', help: 'drive an existing Unix socket (no local stack)' },
+  'error-log': { type: 'string', help: 'nginx error.log to watch for an existing deployment' },
+};
+
+const BENCH = {
+  ...COMMON,
+  duration: { ...COMMON.duration, dflt: '8' },
+  driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
+  rounds: { type: 'string', conv: positiveInt, dflt: '3', help: 'A/B rounds (order rotated per round)' },
+  scenarios: { type: 'string', dflt: 'stock,tcp,uds,nginx-static,direct', help: 'comma-separated scenarios' },
+  'cpu-rate': { type: 'string', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
+  'cpu-duration': { type: 'string', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
+  warmup: { type: 'string', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
+  json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
+  md: { ...COMMON.md, dflt: 'loadtest/results/bench.md' },
+  html: { ...COMMON.html, dflt: 'loadtest/results/bench.html' },
+};
+
+function helpText(cmd, spec) {
+  const rows = Object.entries(spec).map(([k, s]) => {
+    const flag = `--${k}${s.type === 'string' ? ' X' : ''}`;
+    const d = s.dflt !== undefined && !(Array.isArray(s.dflt) && !s.dflt.length) ? ` (default ${s.dflt})` : '';
+    return `  ${flag.padEnd(20)} ${s.help}${d}`;
+  });
+  return `usage: tunekit ${cmd} [options]\n\n${rows.join('\n')}`;
+}
+
+function parse(cmd, spec, argv) {
+  const options = {};
+  for (const [k, s] of Object.entries(spec)) {
+    options[k] = { type: s.type };
+    if (s.multiple) options[k].multiple = true;
+    if (s.short) options[k].short = s.short;
+  }
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options, allowPositionals: false, strict: true }));
+  } catch (err) {
+    throw new UsageError(`${err.message}; see \`tunekit ${cmd} --help\``);
+  }
+  if (values.help) return { help: helpText(cmd, spec) };
+  const out = {};
+  for (const [k, s] of Object.entries(spec)) {
+    const v = values[k] !== undefined ? values[k] : s.dflt;
+    const key = k.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    out[key] = v !== undefined && s.conv ? s.conv(k, v) : v;
+  }
+  return out;
+}
+
+module.exports = { parse, helpText, LOADTEST, BENCH };

@@ -1,0 +1,77 @@
+#!/usr/bin/env node
+'use strict';
+// Syscalls per request of nginx's workers and the app's workers, counted with
+// `strace -c -f` during a short, bounded wrk run against each local stack
+// (stock, tuned TCP, tuned UDS). Checks seed 004's "4 vs 8–10 syscalls per
+// request" claim; see docs/benchmarks.md. strace slows the processes down a
+// lot: the counts mean something, the speed under strace does not.
+//
+//   node loadtest/syscalls.js [--duration 3] [--connections 10]
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn, execFileSync } = require('node:child_process');
+const { parseArgs } = require('node:util');
+const { startStack } = require('../lib/stack');
+
+const STACKS = [['stock', { upstream: 'tcp', profile: 'stock' }], ['tcp', { upstream: 'tcp' }], ['uds', { upstream: 'uds' }]];
+
+// strace -c's table -> [{ name, calls }].
+function parseStraceC(text) {
+  return text.split('\n')
+    .map((l) => l.trim().split(/\s+/))
+    .filter((c) => c.length >= 5 && /^\d+$/.test(c[3]) && c[c.length - 1] !== 'total')
+    .map((c) => ({ name: c[c.length - 1], calls: Number(c[3]) }));
+}
+
+function attach(pids, out) {
+  const child = spawn('strace', ['-c', '-f', '-o', out, ...pids.flatMap((p) => ['-p', String(p)])], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  return { stop: () => { child.kill('SIGINT'); return exited; } };
+}
+
+async function count(name, opts, { duration, connections }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-strace-'));
+  const stack = await startStack({ ...opts, workers: 2 });
+  try {
+    const p = stack.pids();
+    const workers = (stack.ready && stack.ready.workers) || p.app.slice(1);
+    const tracers = { nginx: attach(p.nginx.slice(1), path.join(dir, 'nginx')), app: attach(workers, path.join(dir, 'app')) };
+    await new Promise((r) => setTimeout(r, 1000));
+    const out = execFileSync('wrk', ['-t1', `-c${connections}`, `-d${duration}s`, stack.url], { encoding: 'utf8', timeout: (duration + 30) * 1000 });
+    const requests = Number(/(\d+) requests in/.exec(out)[1]);
+    const rows = {};
+    for (const [who, t] of Object.entries(tracers)) {
+      await t.stop();
+      rows[who] = parseStraceC(fs.readFileSync(path.join(dir, who), 'utf8'));
+    }
+    return { name, requests, rows };
+  } finally {
+    await stack.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main() {
+  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, connections: { type: 'string', default: '10' } } });
+  const o = { duration: Number(values.duration), connections: Number(values.connections) };
+  for (const [name, opts] of STACKS) {
+    const r = await count(name, opts, o);
+    for (const [who, rows] of Object.entries(r.rows)) {
+      const total = rows.reduce((a, x) => a + x.calls, 0);
+      const top = rows.sort((a, b) => b.calls - a.calls).filter((x) => x.calls / r.requests >= 0.05)
+        .map((x) => `${x.name} ${(x.calls / r.requests).toFixed(2)}`).join(', ');
+      console.log(`${name.padEnd(5)} ${who.padEnd(5)} ${(total / r.requests).toFixed(1).padStart(5)} syscalls/request  (${top})`);
+    }
+  }
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err.stack || err);
+    process.exitCode = 1;
+  });
+}
+
+module.exports = { parseStraceC };

@@ -1,0 +1,77 @@
+'use strict';
+// The wrk driver (Debian's wrk 4.x), to cross-check autocannon: wrk is C, so
+// it leaves more of a small machine's CPU to the server. wrk speaks TCP only
+// (no Unix sockets), so it always drives nginx (or a TCP app port). Its
+// latency figures come from its own microsecond histogram through the Lua
+// done() hook in wrk-report.lua (wrk's `--latency` text table only has
+// 50/75/90/99). Its CPU is this process's reaped-children time across the run.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { reapedChildrenUs } = require('./cpu');
+
+const WRK = '/usr/bin/wrk';
+const SCRIPT = path.join(__dirname, 'wrk-report.lua');
+
+function available(bin = WRK) {
+  return fs.existsSync(bin);
+}
+
+// The JSON line wrk-report.lua prints, plus wrk's own "Requests/sec" line.
+function parseOutput(stdout) {
+  const line = stdout.split('\n').find((l) => l.startsWith('TUNEKIT_WRK '));
+  if (!line) throw new Error(`wrk printed no result line; its output was:\n${stdout.slice(0, 2000)}`);
+  const r = JSON.parse(line.slice('TUNEKIT_WRK '.length));
+  const rps = /Requests\/sec:\s+([\d.]+)/.exec(stdout);
+  r.wrkReqPerSec = rps ? Number(rps[1]) : null;
+  return r;
+}
+
+// Drive `url` over TCP for `duration` s with `connections` on `threads`.
+async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, bin = WRK, onProgress = () => {} }) {
+  if (!available(bin)) throw new Error(`wrk not found at ${bin}; install it (apt-get install -y wrk) or use --driver autocannon`);
+  const t = Math.max(1, Math.min(threads, connections));
+  const args = ['-t', String(t), '-c', String(connections), '-d', `${duration}s`, '--timeout', `${timeoutS}s`, '-s', SCRIPT, url];
+  const cpu0 = reapedChildrenUs();
+  const started = Date.now();
+  const stdout = await new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { err += d; });
+    const tick = setInterval(() => onProgress(null, (Date.now() - started) / 1000), 1000);
+    const guard = setTimeout(() => child.kill('SIGKILL'), (duration + timeoutS + 30) * 1000);
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      clearInterval(tick);
+      clearTimeout(guard);
+      if (code === 0) resolve(out);
+      else reject(new Error(`wrk ${args.join(' ')} failed (${signal || `exit ${code}`}): ${err.trim() || out.trim()}`));
+    });
+  });
+  const cpuUs = reapedChildrenUs() - cpu0;
+  const r = parseOutput(stdout);
+  const elapsedS = r.durationUs / 1e6;
+  const e = r.errors;
+  return {
+    driver: 'wrk',
+    generator: { processes: 1, threads: t, cpuUs: Math.round(cpuUs), perProcessCpuShare: [cpuUs / 1e6 / elapsedS / t] },
+    elapsedS,
+    reqPerSec: r.requests / elapsedS,
+    requests: {
+      completed: r.requests,
+      // wrk counts status >= 400 as errors.status; it does not split 3xx.
+      ok: r.requests - e.status,
+      non2xx: e.status,
+      errors: e.connect + e.read + e.write,
+      timeouts: e.timeout,
+    },
+    latencyUs: { count: r.requests - e.status, ...r.latencyUs },
+    workers: null,
+    raw: { wrkReqPerSec: r.wrkReqPerSec, socketErrors: e },
+  };
+}
+
+module.exports = { runWrk, parseOutput, available, WRK };

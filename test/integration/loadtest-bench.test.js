@@ -1,0 +1,94 @@
+'use strict';
+// `tunekit bench`, short: every scenario (stock, tcp, uds, nginx-static,
+// direct) in interleaved rounds, medians and ratios computed, reports
+// written, everything torn down. Invariants only — the speed figures of a
+// 1-second run on a shared machine mean nothing, and no test asserts them.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const ROOT = path.resolve(__dirname, '../..');
+
+function alive(pid) {
+  try {
+    return !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+test('bench: interleaved rounds of every scenario, ratios, reports, nothing left running', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const out = (ext) => path.join(dir, `bench.${ext}`);
+  const args = ['bench', '--duration', '1', '--rounds', '2', '--connections', '8', '--driver', 'autocannon', '--procs', '1',
+    '--cpu-rate', '200', '--cpu-duration', '1', '--warmup', '0', '--no-progress',
+    '--json', out('json'), '--md', out('md'), '--html', out('html')];
+  const r = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 300000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(out('json'), 'utf8'));
+  const names = ['stock', 'tcp', 'uds', 'nginx-static', 'direct'];
+  assert.deepEqual(doc.summary.map((s) => s.scenario), names);
+  assert.equal(doc.results.length, names.length * 2 * 2, 'saturation + paced, per scenario, per round');
+
+  // Interleaved: each round runs every scenario once, in a different order.
+  const order = (round) => doc.results.filter((x) => x.round === round && x.mode === 'saturation').map((x) => x.scenario);
+  assert.deepEqual([...order(1)].sort(), [...names].sort());
+  assert.deepEqual([...order(2)].sort(), [...names].sort());
+  assert.notDeepEqual(order(1), order(2));
+
+  for (const x of doc.results) {
+    const q = x.requests;
+    assert.equal(q.errors + q.timeouts + q.non2xx, 0, `${x.scenario} r${x.round} ${x.mode}: every request answered`);
+    assert.equal(x.errorLog ? x.errorLog.lines : 0, 0, `${x.scenario}: no nginx error.log lines`);
+    assert.ok(x.server.cpuUsPerReq > 0, `${x.scenario}: server CPU accounted`);
+    assert.equal(x.driver, x.mode === 'paced' ? 'pacer' : 'autocannon', 'each figure names its driver');
+    // stock opens a connection per request and its runner uses round-robin:
+    // every worker serves. The tuned stacks use the runner's `shared`
+    // strategy, where the worker that wakes first accepts a burst of
+    // keep-alive connections and keeps them (one worker may serve none), so
+    // there only the accounting is asserted.
+    if (x.scenario === 'stock' && x.mode === 'saturation') assert.deepEqual(x.workers.missing, [], 'stock: every app worker served');
+    if (x.scenario !== 'nginx-static') {
+      assert.ok(x.workers.served >= 1);
+      assert.equal(Object.values(x.workers.byPid).reduce((a, b) => a + b, 0), x.workers.sampled, 'the share adds up');
+    }
+  }
+  // nginx-static is nginx alone: no app CPU; direct is the app alone: no nginx CPU.
+  for (const x of doc.results.filter((y) => y.scenario === 'nginx-static')) assert.equal(x.server.appCpuUs, 0);
+  for (const x of doc.results.filter((y) => y.scenario === 'direct')) assert.equal(x.server.nginxCpuUs, 0);
+
+  for (const s of doc.summary) {
+    assert.equal(s.rounds, 2);
+    assert.ok(s.reqPerSec.min <= s.reqPerSec.median && s.reqPerSec.median <= s.reqPerSec.max);
+    assert.equal(s.atRate.rate, 200);
+  }
+  assert.deepEqual(doc.ratios.map((x) => x.name), ['uds/stock', 'uds/tcp', 'uds/direct', 'tcp/stock']);
+  for (const x of doc.ratios) {
+    assert.ok(x.reqPerSec.median > 0 && x.cpuUsPerReq.median > 0 && x.cpuUsPerReqAtRate.median > 0, `${x.name} computed`);
+    assert.equal(x.reqPerSec.n, 2, 'one ratio per round');
+  }
+  assert.match(r.stdout, /uds\/stock/);
+  assert.match(fs.readFileSync(out('md'), 'utf8'), /\| uds\/stock \|/);
+  assert.match(fs.readFileSync(out('html'), 'utf8'), /<svg /);
+
+  // Torn down: no nginx (stacks and the static ceiling) or app process left.
+  const pids = new Set(doc.results.flatMap((x) => [...x.server.pids.nginx, ...x.server.pids.app]));
+  assert.ok(pids.size >= 10);
+  assert.deepEqual([...pids].filter(alive), [], 'no process left running');
+});

@@ -1,0 +1,109 @@
+'use strict';
+// Report writers: wrk's output parsed, the tables, Markdown and the
+// self-contained HTML (inline SVG, no external URL), nginx-static's config.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { parseOutput } = require('../../loadtest/wrk');
+const report = require('../../loadtest/report');
+const { summarise, ratios } = require('../../loadtest/bench');
+const { toHtml } = require('../../loadtest/html');
+const { toMarkdown } = require('../../loadtest/markdown');
+const { benchText, loadtestText } = require('../../loadtest/table');
+const { staticConf } = require('../../loadtest/static-nginx');
+const { parse, LOADTEST, BENCH } = require('../../loadtest/options');
+const { sampleBenchDoc } = require('../fixtures/loadtest/sample');
+
+const FIX = path.join(__dirname, '../fixtures/loadtest');
+
+test("wrk's Lua summary line is parsed, with its microsecond percentiles", () => {
+  const r = parseOutput(fs.readFileSync(path.join(FIX, 'wrk-output.txt'), 'utf8'));
+  assert.equal(r.requests, 97201);
+  assert.equal(r.latencyUs.p50, 712);
+  assert.equal(r.latencyUs.p999, 16011);
+  assert.equal(r.errors.status, 3);
+  assert.equal(r.wrkReqPerSec, 48600.5);
+  assert.throws(() => parseOutput('Running 1s test\n'), /wrk printed no result line/);
+});
+
+test('bench summary: medians per scenario, per-round ratios', () => {
+  const doc = sampleBenchDoc();
+  const uds = doc.summary.find((s) => s.scenario === 'uds');
+  assert.equal(uds.rounds, 3);
+  assert.equal(uds.reqPerSec.median, 40000);
+  assert.equal(uds.reqPerSec.min, 38000);
+  const r = doc.ratios.find((x) => x.name === 'uds/stock');
+  // Per round: 38/19, 40/20, 42/20 -> 2, 2, 2.1.
+  assert.equal(r.reqPerSec.median, 2);
+  assert.equal(r.reqPerSec.max, 2.1);
+  assert.ok(Math.abs(r.cpuUsPerReq.median - 0.4) < 1e-9);
+});
+
+test('the text and Markdown reports carry every scenario and the ratios', () => {
+  const doc = sampleBenchDoc();
+  const text = benchText(doc);
+  const md = toMarkdown(doc);
+  for (const s of ['stock', 'tcp', 'uds', 'uds/stock']) {
+    assert.match(text, new RegExp(`\\b${s.replace('/', '\\/')}\\b`));
+    assert.match(md, new RegExp(`\\| ${s.replace('/', '\\/')} \\|`));
+  }
+  assert.match(text, /40,000 \(38,000–42,000\)/);
+  const lt = loadtestText({ ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] });
+  assert.match(lt, /p99\.9 µs/);
+});
+
+test('the HTML report is self-contained: inline SVG charts, no scripts, no external URLs', () => {
+  const html = toHtml(sampleBenchDoc());
+  // Curves at saturation and at the fixed rate, req/s bars, CPU bars.
+  assert.equal((html.match(/<svg /g) || []).length, 4);
+  assert.match(html, /Latency by percentile at a fixed rate/);
+  assert.match(html, /<polyline /);
+  assert.doesNotMatch(html, /<script|<link|<img|url\(/i);
+  const urls = (html.match(/https?:\/\/[^\s"'<]+/g) || []).filter((u) => !u.startsWith('http://www.w3.org/2000/svg'));
+  assert.deepEqual(urls, []);
+});
+
+test("nginx-static reuses the rendered nginx.conf and swaps the site for return 200", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-static-'));
+  try {
+    const main = 'user me;\nworker_processes 2;\npid /x/run/nginx.pid;\nerror_log /x/log/error.log warn;\n' +
+      'events {\n    worker_connections 4096;\n}\nhttp {\n    include /x/conf.d/logging.conf;\n' +
+      '    include /x/conf.d/upstream.conf;\n    include /x/conf.d/site.conf;\n}\n';
+    const out = staticConf(main, { dir, port: 12345, siteListen: '127.0.0.1:8080 default_server backlog=511 reuseport' });
+    assert.match(out, /worker_processes 2;/);
+    assert.match(out, /worker_connections 4096;/);
+    assert.match(out, new RegExp(`pid ${dir}/nginx.pid;`));
+    assert.match(out, new RegExp(`error_log ${dir}/error.log warn;`));
+    assert.doesNotMatch(out, /\/x\/conf\.d\/(site|upstream)\.conf/);
+    const site = fs.readFileSync(path.join(dir, 'static-site.conf'), 'utf8');
+    assert.match(site, /listen 127\.0\.0\.1:12345 default_server backlog=511 reuseport;/);
+    assert.match(site, /return 200/);
+    assert.throws(() => staticConf('http {\n}\n', { dir, port: 1 }), /no `include …\/site\.conf;`/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('options: defaults, and errors that name the flag', () => {
+  const o = parse('loadtest', LOADTEST, ['--duration', '3', '--rate', '500']);
+  assert.equal(o.duration, 3);
+  assert.equal(o.rate, 500);
+  assert.equal(o.upstream, 'uds');
+  assert.throws(() => parse('loadtest', LOADTEST, ['--connections', '0']), /--connections must be a whole number >= 1/);
+  assert.throws(() => parse('loadtest', LOADTEST, ['--driver', 'ab']), /--driver must be one of autocannon, wrk/);
+  assert.throws(() => parse('bench', BENCH, ['--bogus']), /Unknown option '--bogus'/);
+  assert.equal(parse('bench', BENCH, []).rounds, 3);
+});
+
+test('the JSON document names its schema and the host', () => {
+  const doc = report.document('loadtest', { command: 'x', options: {}, results: [] });
+  assert.equal(doc.schema, 'tunekit-loadtest/1');
+  assert.equal(typeof doc.host.cores, 'number');
+  assert.equal(doc.host.node, process.versions.node);
+  // summarise/ratios of nothing are empty, not errors.
+  assert.deepEqual(ratios([], []), []);
+  assert.deepEqual(summarise([], []), []);
+});
