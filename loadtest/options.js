@@ -44,7 +44,7 @@ const COMMON = {
 };
 
 const LOADTEST = {
-  upstream: { type: 'string', conv: oneOf(['uds', 'tcp', 'per-worker']), dflt: 'uds', help: 'upstream of the local stack' },
+  upstream: { type: 'string', conv: oneOf(['uds', 'tcp', 'per-worker']), help: 'upstream of the local stack (default uds; tcp with --profile stock)' },
   profile: { type: 'string', conv: oneOf(['tuned', 'stock']), dflt: 'tuned', help: 'kit-tuned or stock nginx/Node settings' },
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '10' },
