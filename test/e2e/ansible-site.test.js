@@ -1,0 +1,346 @@
+'use strict';
+// ansible-playbook site.yml onto two booted Debian 13 systemd hosts
+// (systemd-nspawn containers, test/lib/nspawn.js), over SSH on private veths,
+// both in one run. Then, on each host, what an operator would check: services
+// active, HTTP 200 through nginx to the app's Unix socket, >= 2 workers, the
+// socket's owner and mode, process limits, sysctl values, and the app's
+// keepAliveTimeout above nginx's upstream keepalive_timeout as deployed. A
+// second run changes nothing; check mode on a fresh host completes; a broken
+// nginx variable fails at validation while the old configuration keeps serving.
+// Teardown leaves no process, mount, veth or route.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const { bootHosts, stopHosts } = require('../lib/nspawn');
+const { resolve } = require('../../lib/config');
+
+const ROOT = path.resolve(__dirname, '../..');
+const ANSIBLE_DIR = path.join(ROOT, 'ansible');
+const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
+const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
+const vars = resolve();
+const STEPS = 10; // the steps of the first test below
+
+let hosts = [];
+let tmp;
+let inventory;
+// ansible-playbook output, one file per run; kept (and named in the failure)
+// when a check fails, removed when every check passed.
+let logDir;
+let plays = 0;
+
+function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code: code ?? 128, signal, out });
+    });
+  });
+}
+
+// Runs site.yml against the test inventory; returns { code, out, recap }.
+async function playbook(args = [], { limit } = {}) {
+  const r = await run(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
+    cwd: ANSIBLE_DIR,
+    env: {
+      ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
+      ANSIBLE_FORCE_COLOR: '0',
+      ANSIBLE_NOCOLOR: '1',
+      ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),
+      ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-local'),
+    },
+    timeoutMs: 900000,
+  });
+  const recap = {};
+  for (const m of r.out.matchAll(/^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)/gm)) {
+    recap[m[1]] = { ok: +m[2], changed: +m[3], unreachable: +m[4], failed: +m[5] };
+  }
+  const log = path.join(logDir, `play-${++plays}.log`);
+  fs.writeFileSync(log, r.out);
+  return { ...r, recap, log };
+}
+
+function tailOf(text, n = 60) {
+  return text.split('\n').slice(-n).join('\n');
+}
+
+function get(ip, urlPath) {
+  return new Promise((done, fail) => {
+    const req = http.get({ host: ip, port: vars.tunekit_nginx_listen_port, path: urlPath, timeout: 10000, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => done({ status: res.statusCode, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`GET http://${ip}${urlPath} timed out`)));
+    req.on('error', fail);
+  });
+}
+
+async function sh(host, cmd) {
+  const r = await host.ssh(cmd);
+  assert.equal(r.code, 0, `on ${host.name}: \`${cmd}\` failed (${r.code}): ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+function limitOf(limitsText, name) {
+  const line = limitsText.split('\n').find((l) => l.startsWith(name));
+  assert.ok(line, `no "${name}" in /proc/PID/limits`);
+  const [soft, hard] = line.slice(name.length).trim().split(/\s+/);
+  return { soft: Number(soft), hard: Number(hard) };
+}
+
+// What is left of a host after teardown: [] when nothing.
+function leftovers(h) {
+  const found = [];
+  if (h.pid && fs.existsSync(`/proc/${h.pid}`)) found.push(`process ${h.pid}`);
+  if (fs.existsSync(`/sys/class/net/${h.iface}`)) found.push(`veth ${h.iface}`);
+  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8');
+  if (mounts.includes(h.dir)) found.push(`mount under ${h.dir}`);
+  if (fs.existsSync(h.dir)) found.push(`dir ${h.dir}`);
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let root = '';
+    try { root = fs.readlinkSync(`/proc/${pid}/root`); } catch { continue; }
+    if (root.startsWith(h.dir)) found.push(`process ${pid} rooted in ${root}`);
+  }
+  const routes = require('node:child_process').spawnSync('ip', ['-4', 'route', 'show', h.cidr], { encoding: 'utf8' }).stdout;
+  if (routes.trim()) found.push(`route ${routes.trim()}`);
+  return found;
+}
+
+test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, async (t) => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-ansible-e2e-'));
+  logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-ansible-e2e-logs-'));
+  fs.mkdirSync(path.join(tmp, 'cp'));
+  let passed = 0;
+  t.after(async () => {
+    await stopHosts(hosts);
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (passed === STEPS) fs.rmSync(logDir, { recursive: true, force: true });
+    else process.stderr.write(`ansible-site: playbook logs kept in ${logDir}\n`);
+  });
+  const step = (name, fn) => t.test(name, async (st) => {
+    await fn(st);
+    passed += 1;
+  });
+
+  hosts = await bootHosts(2, { name: 'tkans' });
+  inventory = path.join(tmp, 'inventory.ini');
+  fs.writeFileSync(inventory, [
+    '[tunekit]',
+    ...hosts.map((h) => `${h.name} ansible_host=${h.ip}`),
+    '',
+    '[tunekit:vars]',
+    'ansible_user=root',
+    `ansible_ssh_private_key_file=${hosts[0].keyFile}`,
+    `ansible_ssh_common_args='${hosts[0].sshArgs.filter((a) => a !== '-i' && a !== hosts[0].keyFile).join(' ')}'`,
+    '',
+  ].join('\n'));
+
+  await step('check mode (--check --diff) on fresh hosts completes and changes nothing', async () => {
+    const before = await Promise.all(hosts.map((h) => sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum')));
+    const r = await playbook(['--check', '--diff']);
+    assert.equal(r.code, 0, `check mode failed (log ${r.log}):\n${tailOf(r.out)}`);
+    for (const h of hosts) assert.equal(r.recap[h.name]?.failed, 0, `check mode: ${h.name} failed`);
+    const after = await Promise.all(hosts.map((h) => sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum')));
+    assert.deepEqual(after, before, 'check mode wrote to the hosts');
+  });
+
+  await step('one run provisions both hosts', async () => {
+    const r = await playbook();
+    assert.equal(r.code, 0, `site.yml failed (log ${r.log}):\n${tailOf(r.out)}`);
+    for (const h of hosts) {
+      assert.ok(r.recap[h.name], `no recap for ${h.name}`);
+      assert.equal(r.recap[h.name].failed + r.recap[h.name].unreachable, 0, `${h.name} failed`);
+      assert.ok(r.recap[h.name].changed > 0, `${h.name}: the first run changed nothing`);
+    }
+  });
+
+  for (const i of [0, 1]) {
+    await step(`host ${i + 1}: the deployed stack is what the one definition says`, async () => {
+      const h = hosts[i];
+      const app = `${vars.tunekit_app_name}.service`;
+      assert.equal(await sh(h, `systemctl is-active ${app} nginx.service`), 'active\nactive');
+
+      // HTTP 200 through nginx (from outside the host) to the app on the UDS.
+      const health = await get(h.ip, '/healthz');
+      assert.equal(health.status, 200, `GET /healthz through nginx on ${h.name}: ${health.body}`);
+      const body = JSON.parse(health.body);
+      assert.ok(body.workers >= 2, `the app reports ${body.workers} workers; expected >= 2`);
+      // nginx really talks to the socket: its upstream names it.
+      const upstream = await sh(h, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`);
+      assert.match(upstream, new RegExp(`server unix:${vars.tunekit_socket_path}\\b`));
+
+      // Socket: owner, group, mode; its directory searchable by the group only.
+      assert.equal(await sh(h, `stat -c '%U %G %a %F' ${vars.tunekit_socket_path}`),
+        `${vars.tunekit_app_user} ${vars.tunekit_socket_group} ${Number(vars.tunekit_socket_mode.replace(/^0/, ''))} socket`);
+      assert.equal(await sh(h, `stat -c '%G %a' ${vars.tunekit_socket_dir}`), `${vars.tunekit_socket_group} 750`);
+      assert.match(await sh(h, `id -nG ${vars.tunekit_nginx_user}`), new RegExp(`\\b${vars.tunekit_socket_group}\\b`));
+
+      // Process limits as systemd applied them. The units ask for the defined
+      // values; a process gets min(asked, the hard ceiling its container inherited
+      // from the machine running the test), since a container cannot raise its
+      // own ceiling without CAP_SYS_RESOURCE.
+      const ceiling = limitOf(await sh(h, 'cat /proc/1/limits'), 'Max open files').hard;
+      const appPid = await sh(h, `systemctl show -P MainPID ${app}`);
+      assert.equal(Number(await sh(h, `systemctl show -P LimitNOFILE ${app}`)), Number(vars.tunekit_app_limit_nofile));
+      const appLimits = limitOf(await sh(h, `cat /proc/${appPid}/limits`), 'Max open files');
+      assert.equal(appLimits.soft, Math.min(Number(vars.tunekit_app_limit_nofile), ceiling));
+      const nginxPid = await sh(h, 'systemctl show -P MainPID nginx.service');
+      assert.equal(Number(await sh(h, 'systemctl show -P LimitNOFILE nginx.service')), Number(vars.tunekit_nginx_limit_nofile));
+      const nginxLimits = limitOf(await sh(h, `cat /proc/${nginxPid}/limits`), 'Max open files');
+      assert.equal(nginxLimits.soft, Math.min(Number(vars.tunekit_nginx_limit_nofile), ceiling));
+      const workerPid = (await sh(h, `pgrep -P ${nginxPid} | head -n1`));
+      const workerLimits = limitOf(await sh(h, `cat /proc/${workerPid}/limits`), 'Max open files');
+      assert.equal(workerLimits.soft, Math.min(Number(vars.tunekit_nginx_worker_rlimit_nofile), ceiling));
+
+      // sysctl: per-netns keys are at least what the definition asks for (never
+      // lowered); global fs.* keys cannot be set in a container: reported in the
+      // drop-in with a leading "-" so boot skips them, not fatal.
+      const wanted = {
+        'net.core.somaxconn': vars.tunekit_sysctl_net_core_somaxconn,
+        'net.ipv4.tcp_max_syn_backlog': vars.tunekit_sysctl_net_ipv4_tcp_max_syn_backlog,
+      };
+      for (const [key, want] of Object.entries(wanted)) {
+        const live = Number(await sh(h, `sysctl -n ${key}`));
+        assert.ok(live >= Number(want), `${key} = ${live} on ${h.name}; expected >= ${want}`);
+      }
+      const [low, high] = (await sh(h, 'sysctl -n net.ipv4.ip_local_port_range')).split(/\s+/).map(Number);
+      const [wantLow, wantHigh] = String(vars.tunekit_sysctl_net_ipv4_ip_local_port_range).split(/\s+/).map(Number);
+      assert.ok(low <= wantLow && high >= wantHigh, `ip_local_port_range ${low} ${high} does not cover ${wantLow} ${wantHigh}`);
+      // Every key the drop-in says is set (no leading "-") is live with that value.
+      const dropIn = await sh(h, `cat /etc/sysctl.d/${vars.tunekit_sysctl_file}`);
+      const settable = [...dropIn.matchAll(/^([a-z][\w.]+) = (.+)$/gm)];
+      assert.ok(settable.some((m) => m[1] === 'net.core.somaxconn'), `somaxconn is not in the drop-in:\n${dropIn}`);
+      for (const [, key, value] of settable) {
+        assert.equal((await sh(h, `sysctl -n ${key}`)).replace(/\s+/g, ' '), value.trim(), `${key} on ${h.name}`);
+      }
+      // Keys this container cannot set (global keys seen from its network
+      // namespace) are kept with a leading "-" and a note saying why; the play
+      // did not fail on them.
+      const lines = dropIn.split('\n');
+      const skipped = lines.map((l, n) => [l, lines[n - 1]]).filter(([l]) => l.startsWith('-'));
+      assert.ok(skipped.length > 0, `no key reported as not settable in a container:\n${dropIn}`);
+      for (const [l, note] of skipped) assert.match(note, /^# tunekit-apply: .*cannot be set here/, `no reason above "${l}"`);
+
+      // keep-alive race: the app's live keepAliveTimeout exceeds nginx's upstream
+      // keepalive_timeout as written on the host.
+      const m = /^\s*keepalive_timeout\s+(\d+)s?;/m.exec(upstream);
+      assert.ok(m, `no keepalive_timeout in the deployed upstream.conf:\n${upstream}`);
+      assert.ok(body.keepAliveTimeout > Number(m[1]) * 1000,
+        `app keepAliveTimeout ${body.keepAliveTimeout} ms is not above nginx's upstream keepalive_timeout ${m[1]} s`);
+      assert.ok(body.headersTimeout > body.keepAliveTimeout);
+    });
+  }
+
+  await step('a second run changes nothing', async () => {
+    const r = await playbook();
+    assert.equal(r.code, 0, `second run failed (log ${r.log}):\n${tailOf(r.out)}`);
+    for (const h of hosts) {
+      assert.equal(r.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${r.log}):\n${
+        r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
+    }
+  });
+
+  await step('tunekit loadtest drives a deployed host over the veth', async () => {
+    const out = path.join(tmp, 'loadtest.json');
+    const r = await run(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'loadtest', '--upstream', 'uds',
+      '--url', `http://${hosts[0].ip}/`, '--duration', '3', '--connections', '10', '--json', out], { timeoutMs: 120000 });
+    assert.equal(r.code, 0, `loadtest failed:\n${tailOf(r.out)}`);
+    assert.ok(fs.existsSync(out), 'loadtest wrote no JSON report');
+  });
+
+  await step('the app can come from a directory the user names (no dependencies: npm ci skipped)', async () => {
+    const h = hosts[1];
+    const r = await playbook(['-e', `@${path.join(FIXTURES, 'dir-app.yml')}`,
+      '-e', `tunekit_app_source=${path.join(FIXTURES, 'dir-app')}`], { limit: h.name });
+    assert.equal(r.code, 0, `deploying a directory failed (log ${r.log}):\n${tailOf(r.out)}`);
+    const res = await get(h.ip, '/');
+    assert.equal(res.status, 200);
+    assert.equal(JSON.parse(res.body).app, 'fixture-dir-app', `nginx serves something else: ${res.body}`);
+    assert.equal(await sh(h, `test -e ${vars.tunekit_app_install_dir}/current/node_modules && echo yes || echo no`), 'no');
+  });
+
+  await step('a broken nginx variable fails at validation; the old config stays live and serving', async () => {
+    const h = hosts[1];
+    const files = `${vars.tunekit_nginx_conf_dir}/nginx.conf ${vars.tunekit_nginx_include_dir}/*.conf`;
+    const sumsBefore = await sh(h, `sha256sum ${files}`);
+    const masterBefore = await sh(h, 'systemctl show -P MainPID nginx.service');
+    const workersBefore = await sh(h, `pgrep -P ${masterBefore} | sort`);
+    const r = await playbook(['-e', `@${path.join(FIXTURES, 'broken-nginx.yml')}`], { limit: h.name });
+    assert.notEqual(r.code, 0, 'the play succeeded with a broken nginx variable');
+    assert.match(r.out, /nginx -t rejected the new configuration/);
+    assert.match(r.out, /proxy_buffer_size/, 'nginx\'s own message is not shown');
+    assert.equal(await sh(h, `sha256sum ${files}`), sumsBefore, 'the live configuration files changed');
+    assert.equal(await sh(h, 'systemctl show -P MainPID nginx.service'), masterBefore, 'nginx was restarted');
+    assert.equal(await sh(h, `pgrep -P ${masterBefore} | sort`), workersBefore, 'nginx was reloaded');
+    const res = await get(h.ip, '/');
+    assert.equal(res.status, 200, 'nginx stopped serving');
+    assert.equal(await sh(h, 'ls -d /tmp/*.tunekit-nginx 2>/dev/null | wc -l'), '0', 'the scratch copy was left behind');
+  });
+
+  await step('switching a host to PM2 (tunekit_process_manager=pm2): PM2 binds the socket, second run changes nothing', async () => {
+    const h = hosts[0];
+    // The containers have no registry: seed PM2 6 from the kit's own dev
+    // dependencies, where the role's `npm install -g pm2` would put it (the role
+    // skips that step when /usr/local/bin/pm2 exists).
+    const lib = path.join(h.root, 'usr/local/lib/tunekit-pm2');
+    fs.mkdirSync(lib, { recursive: true });
+    fs.cpSync(path.join(ROOT, 'node_modules'), path.join(lib, 'node_modules'), { recursive: true, verbatimSymlinks: true });
+    fs.symlinkSync('/usr/local/lib/tunekit-pm2/node_modules/pm2/bin/pm2', path.join(h.root, 'usr/local/bin/pm2'));
+    const pm2 = ['-e', 'tunekit_process_manager=pm2', '-e', 'tunekit_install_packages=false'];
+    const r = await playbook(pm2, { limit: h.name });
+    assert.equal(r.code, 0, `switching to PM2 failed (log ${r.log}):\n${tailOf(r.out)}`);
+    const user = vars.tunekit_app_user;
+    assert.equal(await sh(h, `systemctl is-active pm2-${user}.service`), 'active');
+    assert.equal((await h.ssh(`systemctl is-active ${vars.tunekit_app_name}.service`)).stdout.trim(), 'inactive');
+    const health = await get(h.ip, '/healthz');
+    assert.equal(health.status, 200, `GET /healthz through nginx under PM2: ${health.body}`);
+    assert.ok(JSON.parse(health.body).workers >= 2);
+    assert.equal(await sh(h, `stat -c '%U %G %a' ${vars.tunekit_socket_path}`),
+      `${user} ${vars.tunekit_socket_group} ${Number(vars.tunekit_socket_mode.replace(/^0/, ''))}`);
+    const again = await playbook(pm2, { limit: h.name });
+    assert.equal(again.code, 0, `second PM2 run failed (log ${again.log}):\n${tailOf(again.out)}`);
+    assert.equal(again.recap[h.name]?.changed, 0, `second PM2 run changed something (log ${again.log})`);
+  });
+
+  await step('teardown leaves no process, mount, veth or route', async () => {
+    const stopped = hosts;
+    await stopHosts(stopped);
+    for (const h of stopped) assert.deepEqual(leftovers(h), [], `left after stopping ${h.name}`);
+  });
+});
+
+test('a test that dies mid-way still leaves nothing behind', { timeout: 5 * 60 * 1000 }, async () => {
+  // A child boots a host, reports it, then throws: the exit hook must clean up.
+  const script = `
+    const { bootHosts } = require(${JSON.stringify(path.join(ROOT, 'test/lib/nspawn'))});
+    bootHosts(1, { name: 'tkdie', log: () => {} }).then((h) => {
+      const { name, pid, iface, dir, cidr } = h[0];
+      console.log(JSON.stringify({ name, pid, iface, dir, cidr }));
+      throw new Error('deliberate failure after boot');
+    });`;
+  const r = await run(process.execPath, ['-e', script], { timeoutMs: 240000 });
+  assert.notEqual(r.code, 0, 'the child did not fail');
+  assert.match(r.out, /deliberate failure after boot/);
+  const line = r.out.split('\n').find((l) => l.startsWith('{'));
+  assert.ok(line, `the child never booted its host:\n${r.out}`);
+  const h = JSON.parse(line);
+  // SIGKILLed processes take a moment to be reaped by init: wait, bounded.
+  let left = leftovers(h);
+  for (let i = 0; i < 60 && left.length; i++) {
+    await new Promise((r) => setTimeout(r, 500));
+    left = leftovers(h);
+  }
+  assert.deepEqual(left, [], `left after the child died with ${h.name} running`);
+});

@@ -1,0 +1,446 @@
+'use strict';
+// Booted systemd hosts for tests: Debian 13 (trixie) containers run by
+// systemd-nspawn, each reachable over its own veth pair and a private /30.
+//
+//   const { bootHosts, stopHosts, ensureRootfs } = require('../lib/nspawn');
+//   const hosts = await bootHosts(2, { name: 'tk' });
+//   // hosts[i] = { name, ip, hostIp, iface, sshArgs, ssh(cmd), root, keyFile }
+//   const r = await hosts[0].ssh('systemctl is-system-running --wait');
+//   // r = { code, stdout, stderr }
+//   await stopHosts(hosts);   // in an after() hook; also runs on process exit
+//
+// ensureRootfs() debootstraps the rootfs once into
+// /var/cache/tunekit/rootfs-trixie-<hash of PACKAGES> (several minutes, needs
+// Debian's mirror); later runs reuse it. Containers have no internet: every
+// package a test or the Ansible roles need is in PACKAGES. Each host boots a
+// copy (cp --reflink=auto) under a mkdtemp dir, so the cache stays pristine.
+//
+// Each host boots an overlay (lowerdir = the cache, upper = a mkdtemp dir), so
+// the cache stays pristine and a boot costs no copy; `root` is the merged tree.
+//
+// Network: each host takes a numbered slot (an atomic mkdir under
+// /run/tunekit-nspawn, reclaimed when its owner pid is gone, skipped when the
+// address is already routed here). Slot N: host side iface "ve-<name>N" gets
+// 10.213.N/4.1/30 style addresses — see slotAddresses() — and the container's
+// host0 gets the other address of that /30 (a oneshot unit written into the
+// copy). The only route added is the /30's own link route; nothing is
+// forwarded or NATed, so the containers reach nothing but their host side.
+//
+// Teardown (stopHosts, or the process 'exit' hook when a test dies): SIGTERM to
+// systemd-nspawn (an orderly poweroff of the container), SIGKILL after a grace
+// period, then the overlay is unmounted and the dirs removed; the veth goes with
+// the container's network namespace.
+//
+// The machine here runs a cgroup v1/hybrid hierarchy; trixie's systemd (257)
+// has dropped v1 and boots on it only in a degraded compat mode (errors at
+// boot), so nspawn is told to give the container a unified cgroup v2 hierarchy
+// (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1).
+//
+// Needs root, systemd-nspawn (systemd-container), debootstrap, ssh, ssh-keygen.
+
+const { spawn, spawnSync } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const SUITE = 'trixie';
+const MIRROR = process.env.TUNEKIT_DEBIAN_MIRROR || 'http://deb.debian.org/debian';
+const CACHE_DIR = process.env.TUNEKIT_ROOTFS_CACHE || '/var/cache/tunekit';
+
+// Everything the containers need, since they have no network beyond the veth.
+// python3-apt: Ansible's apt module; acl: become to an unprivileged user;
+// procps: sysctl(8); git, tar, xz-utils: the role's app sources.
+const PACKAGES = [
+  'systemd-sysv', 'dbus', 'openssh-server', 'sudo',
+  'python3', 'python3-apt', 'acl', 'procps', 'iproute2', 'curl', 'ca-certificates',
+  'nginx', 'nodejs', 'git', 'tar', 'xz-utils',
+].sort();
+
+function rootfsPath() {
+  const hash = crypto.createHash('sha256').update(`${SUITE}\n${PACKAGES.join('\n')}`).digest('hex').slice(0, 12);
+  return path.join(CACHE_DIR, `rootfs-${SUITE}-${hash}`);
+}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
+  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
+  return { code: r.status, stdout: r.stdout || '', stderr: r.stderr || '' };
+}
+
+function must(cmd, args, opts) {
+  const r = run(cmd, args, opts);
+  if (r.code !== 0) throw new Error(`\`${cmd} ${args.join(' ')}\` failed (exit ${r.code}): ${r.stderr.trim()}`);
+  return r;
+}
+
+// Builds the cached rootfs if missing; returns its path. Builds into a
+// sibling temp dir and renames, so a half-built tree is never used.
+function ensureRootfs({ log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
+  const dest = rootfsPath();
+  if (fs.existsSync(path.join(dest, '.tunekit-complete'))) return dest;
+  if (process.getuid() !== 0) throw new Error(`building ${dest} needs root (debootstrap)`);
+  fs.mkdirSync(CACHE_DIR, { recursive: true });
+  const tmp = fs.mkdtempSync(`${dest}.building-`);
+  const started = Date.now();
+  log(`building ${dest} with debootstrap ${SUITE} from ${MIRROR} (takes minutes, once)`);
+  try {
+    must('debootstrap', ['--variant=minbase', `--include=${PACKAGES.join(',')}`, SUITE, tmp, MIRROR],
+      { stdio: ['ignore', 'ignore', 'pipe'] });
+    prepareRootfs(tmp);
+    fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${PACKAGES.join(' ')}\n`);
+    if (fs.existsSync(path.join(dest, '.tunekit-complete'))) {
+      // Another test run finished the same build first (and may be using it).
+      unmountUnder(tmp);
+      fs.rmSync(tmp, { recursive: true, force: true });
+      return dest;
+    }
+    fs.rmSync(dest, { recursive: true, force: true }); // an unfinished tree
+    fs.renameSync(tmp, dest);
+  } catch (err) {
+    unmountUnder(tmp);
+    fs.rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  log(`built ${dest} in ${Math.round((Date.now() - started) / 1000)} s`);
+  return dest;
+}
+
+// debootstrap mounts /proc and /sys inside its target; a failed build may
+// leave them: unmount everything below dir (deepest first) before removing it.
+function unmountUnder(dir) {
+  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
+    .map((l) => (l.split(' ')[1] || '').replace(/\\040/g, ' '))
+    .filter((m) => m === dir || m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) run('umount', ['-l', m]);
+}
+
+// One-time changes to the cached tree that every booted copy wants.
+function prepareRootfs(root) {
+  const w = (rel, text, mode = 0o644) => {
+    const p = path.join(root, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, text, { mode });
+  };
+  // The distro enables nginx on install; the tests want a host that has the
+  // package but where the playbook decides what runs.
+  fs.rmSync(path.join(root, 'etc/systemd/system/multi-user.target.wants/nginx.service'), { force: true });
+  w('etc/hostname', 'tunekit\n');
+  w('etc/ssh/sshd_config.d/tunekit.conf', 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n');
+  // Host keys are generated per booted copy (configureCopy), never shared.
+  for (const f of fs.readdirSync(path.join(root, 'etc/ssh'))) {
+    if (f.startsWith('ssh_host_')) fs.rmSync(path.join(root, 'etc/ssh', f));
+  }
+}
+
+
+
+// ---------------------------------------------------------------- booting
+
+const SLOT_DIR = '/run/tunekit-nspawn';
+const MAX_SLOTS = 256;
+const live = new Set(); // hosts not yet stopped, for the exit hook
+
+// Slot n -> 10.213.<n>.0/30 ... keep it simple: one /24 per slot, /30 used.
+function slotAddresses(n) {
+  const net = `10.213.${n}`;
+  return { hostIp: `${net}.1`, ip: `${net}.2`, cidr: `${net}.0/30` };
+}
+
+function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
+function routedHere(cidrPrefix) {
+  const r = run('ip', ['-4', '-o', 'addr', 'show']);
+  const routes = run('ip', ['-4', 'route', 'show']);
+  return (r.stdout + routes.stdout).includes(`${cidrPrefix}.`);
+}
+
+function claimSlot() {
+  fs.mkdirSync(SLOT_DIR, { recursive: true });
+  for (let n = 1; n < MAX_SLOTS; n++) {
+    const dir = path.join(SLOT_DIR, String(n));
+    try {
+      fs.mkdirSync(dir);
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+      // Reclaim a slot whose owner is gone (killed test run).
+      let owner = 0;
+      try {
+        owner = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8'));
+      } catch { /* being created right now, or empty: leave it */ }
+      if (!owner || pidAlive(owner)) continue;
+      fs.rmSync(dir, { recursive: true, force: true });
+      try {
+        fs.mkdirSync(dir);
+      } catch {
+        continue;
+      }
+    }
+    fs.writeFileSync(path.join(dir, 'pid'), String(process.pid));
+    if (routedHere(`10.213.${n}`)) {
+      // Someone else (not us) uses this range; leave the slot claimed by a dead
+      // marker-free dir? No: release and skip.
+      fs.rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
+    return n;
+  }
+  throw new Error(`no free network slot under ${SLOT_DIR} (all ${MAX_SLOTS - 1} in use); stop old test containers`);
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function runAsync(cmd, args, { input, timeoutMs = 600000 } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr });
+    });
+    if (input != null) {
+      child.stdin.on('error', () => {}); // the command may exit without reading it
+      child.stdin.end(input);
+    }
+  });
+}
+
+function writeInto(root, rel, text, mode = 0o644) {
+  const p = path.join(root, rel);
+  fs.mkdirSync(path.dirname(p), { recursive: true });
+  fs.writeFileSync(p, text, { mode });
+}
+
+function configureCopy(host, publicKey) {
+  const { root, name, ip, hostIp } = host;
+  writeInto(root, 'etc/hostname', `${name}\n`);
+  writeInto(root, 'etc/hosts', `127.0.0.1 localhost\n127.0.1.1 ${name}\n${hostIp} tunekit-test-host\n`);
+  must('ssh-keygen', ['-A', '-f', root]);
+  writeInto(root, 'root/.ssh/authorized_keys', publicKey, 0o600);
+  fs.chmodSync(path.join(root, 'root/.ssh'), 0o700);
+  writeInto(root, 'etc/systemd/system/tunekit-net.service', [
+    '# Test harness: the container side of the veth (test/lib/nspawn.js).',
+    '[Unit]',
+    'Description=tunekit test network (host0)',
+    'DefaultDependencies=no',
+    'Before=network.target ssh.service',
+    'After=local-fs.target',
+    '',
+    '[Service]',
+    'Type=oneshot',
+    'RemainAfterExit=yes',
+    'ExecStart=/usr/sbin/ip link set host0 up',
+    `ExecStart=/usr/sbin/ip addr replace ${ip}/30 dev host0`,
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n'));
+  fs.mkdirSync(path.join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
+  fs.symlinkSync('/etc/systemd/system/tunekit-net.service',
+    path.join(root, 'etc/systemd/system/multi-user.target.wants/tunekit-net.service'));
+}
+
+function sshArgsFor(keyFile) {
+  return [
+    '-i', keyFile,
+    '-o', 'StrictHostKeyChecking=no',
+    '-o', 'UserKnownHostsFile=/dev/null',
+    '-o', 'GlobalKnownHostsFile=/dev/null',
+    '-o', 'LogLevel=ERROR',
+    '-o', 'BatchMode=yes',
+    '-o', 'ConnectTimeout=5',
+    '-o', 'IdentitiesOnly=yes',
+  ];
+}
+
+async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
+  const slot = claimSlot();
+  const { ip, hostIp, cidr } = slotAddresses(slot);
+  const machine = `${name}${slot}`.slice(0, 12);
+  const host = {
+    name: machine, ip, hostIp, cidr, slot, iface: `ve-${machine}`, keyFile,
+    dir: path.join(tmp, `host${index}`), root: null, pid: null, proc: null, mounted: false,
+    sshArgs: sshArgsFor(keyFile), consoleLog: null, tmp,
+  };
+  live.add(host);
+  fs.mkdirSync(host.dir);
+  const upper = path.join(host.dir, 'upper');
+  const work = path.join(host.dir, 'work');
+  host.root = path.join(host.dir, 'root');
+  for (const d of [upper, work, host.root]) fs.mkdirSync(d);
+  must('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${rootfs},upperdir=${upper},workdir=${work}`, host.root]);
+  host.mounted = true;
+  // systemd-nspawn leaves a lock file named after the root's device and inode,
+  // and a propagation dir named after the machine; teardown removes both.
+  const st = fs.statSync(host.root);
+  host.leftovers = [`/run/systemd/nspawn/locks/inode-${st.dev}:${st.ino}`, `/run/systemd/nspawn/propagate/${machine}`];
+  configureCopy(host, publicKey);
+
+  host.consoleLog = path.join(host.dir, 'console.log');
+  const out = fs.openSync(host.consoleLog, 'a');
+  const proc = spawn('systemd-nspawn', [
+    '-q', '-b', '-D', host.root, '-M', machine,
+    '--register=no', '--keep-unit', '--network-veth',
+    '--console=read-only',
+  ], {
+    stdio: ['ignore', out, out],
+    env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1' },
+  });
+  fs.closeSync(out);
+  host.proc = proc;
+  host.pid = proc.pid;
+  host.exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  host.exited.then(() => { host.pid = null; });
+
+  // Host side of the veth appears once nspawn has set the container up.
+  const deadline = Date.now() + 120000;
+  while (!fs.existsSync(`/sys/class/net/${host.iface}`)) {
+    if (!host.pid) throw new Error(`systemd-nspawn for ${machine} exited early:\n${tail(host.consoleLog)}`);
+    if (Date.now() > deadline) throw new Error(`no interface ${host.iface} after 120 s:\n${tail(host.consoleLog)}`);
+    await sleep(100);
+  }
+  must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
+  must('ip', ['link', 'set', host.iface, 'up']);
+
+  host.ssh = (cmd, opts) => runAsync('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
+  // Wait for sshd; then for boot to settle (nginx etc. may still be starting).
+  let last;
+  while (Date.now() < deadline) {
+    if (!host.pid) throw new Error(`container ${machine} stopped during boot:\n${tail(host.consoleLog)}`);
+    last = await host.ssh('true', { timeoutMs: 10000 });
+    if (last.code === 0) break;
+    await sleep(500);
+  }
+  if (!last || last.code !== 0) {
+    throw new Error(`ssh to ${machine} (${ip}) failed after 120 s: ${last && last.stderr.trim()}\n${tail(host.consoleLog)}`);
+  }
+  await host.ssh('systemctl is-system-running --wait', { timeoutMs: 120000 });
+  log(`${machine} up at ${ip} (host side ${host.iface} ${hostIp})`);
+  return host;
+}
+
+function tail(file, n = 30) {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').slice(-n).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Boot n containers from the cached rootfs, in parallel.
+ * @returns {Promise<Array<{name, ip, hostIp, iface, sshArgs, ssh, root, keyFile}>>}
+ */
+async function bootHosts(n, { name = 'tk', log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
+  if (!/^[a-z][a-z0-9-]{0,7}$/.test(name)) throw new Error(`host name prefix "${name}" must be 1-8 of [a-z0-9-], starting with a letter`);
+  const rootfs = ensureRootfs({ log });
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-nspawn-'));
+  const keyFile = path.join(tmp, 'id_ed25519');
+  must('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'tunekit-test', '-f', keyFile]);
+  const publicKey = fs.readFileSync(`${keyFile}.pub`, 'utf8');
+  const hosts = [];
+  const started = [];
+  for (let i = 0; i < n; i++) {
+    started.push(bootOne(i, { name, rootfs, tmp, keyFile, publicKey, log }).then((h) => { hosts[i] = h; return h; }));
+  }
+  const results = await Promise.allSettled(started);
+  const failed = results.find((r) => r.status === 'rejected');
+  const all = [...live].filter((h) => h.tmp === tmp);
+  if (failed) {
+    await stopHosts(all);
+    throw failed.reason;
+  }
+  return hosts;
+}
+
+/** Power the containers off and remove every trace (processes, veths, mounts, dirs). */
+async function stopHosts(hosts = []) {
+  const list = [...(hosts || [])].filter(Boolean);
+  await Promise.all(list.map(async (h) => {
+    if (h.pid) {
+      try { process.kill(h.pid, 'SIGTERM'); } catch { /* gone */ }
+      const done = await Promise.race([h.exited, sleep(30000).then(() => null)]);
+      if (!done && h.pid) {
+        try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
+        await Promise.race([h.exited, sleep(10000)]);
+      }
+    }
+    cleanupSync(h);
+  }));
+  const tmps = new Set(list.map((h) => h.tmp).filter(Boolean));
+  for (const t of tmps) {
+    if (![...live].some((h) => h.tmp === t)) fs.rmSync(t, { recursive: true, force: true });
+  }
+}
+
+// Synchronous part of teardown, also used from the 'exit' hook.
+function cleanupSync(h) {
+  if (h.pid) {
+    try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
+    // Wait (bounded) for the kernel to reap it so the overlay is not busy.
+    for (let i = 0; i < 50 && pidAlive(h.pid) && !isZombie(h.pid); i++) spawnSync('sleep', ['0.1']);
+  }
+  if (fs.existsSync(`/sys/class/net/${h.iface}`)) run('ip', ['link', 'del', h.iface]);
+  if (h.mounted) {
+    let r = run('umount', [h.root]);
+    if (r.code !== 0) r = run('umount', ['-l', h.root]);
+    if (r.code === 0) h.mounted = false;
+  }
+  if (!h.mounted) fs.rmSync(h.dir, { recursive: true, force: true });
+  for (const p of h.leftovers || []) {
+    try {
+      if (fs.statSync(p).isDirectory()) fs.rmdirSync(p); // empty once the container is gone
+      else fs.rmSync(p);
+    } catch { /* already gone, or still in use: leave it */ }
+  }
+  if (h.slot) {
+    fs.rmSync(path.join(SLOT_DIR, String(h.slot)), { recursive: true, force: true });
+    h.slot = null;
+  }
+  live.delete(h);
+}
+
+function isZombie(pid) {
+  try {
+    return /\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+function cleanupAllSync() {
+  for (const h of [...live]) {
+    cleanupSync(h);
+    if (h.tmp && ![...live].some((o) => o.tmp === h.tmp)) fs.rmSync(h.tmp, { recursive: true, force: true });
+  }
+}
+process.on('exit', cleanupAllSync);
+// Interrupted (Ctrl-C, the test runner's SIGTERM): clean up, then die of the
+// same signal as we would have without this handler.
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(sig, () => {
+    cleanupAllSync();
+    process.kill(process.pid, sig);
+  });
+}
+
+module.exports = { ensureRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES };
+
+if (require.main === module) {
+  if (process.argv[2] === 'build') console.log(ensureRootfs());
+}
