@@ -1,6 +1,6 @@
 'use strict';
 // Render the kit's templates into a host tree: every entry of the manifest
-// (ansible/roles/tunekit_defaults/vars/main.yml, `tunekit_templates`, the same
+// (ansible/roles/tunekit/vars/main.yml, `tunekit_templates`, the same
 // list the Ansible roles read) becomes OUT/<dest>.
 //
 // All templates are rendered into memory first; files are written only when every
@@ -22,7 +22,7 @@ const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { ConfigError, checkVars } = require('./config');
 
-const MANIFEST = 'ansible/roles/tunekit_defaults/vars/main.yml';
+const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
 // Absolute paths a prefixed tree moves under OUT. Derived ones (socket path,
 // include dir) are listed too: a user may have set them explicitly.

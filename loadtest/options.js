@@ -98,6 +98,8 @@ function parse(cmd, spec, argv) {
     const key = k.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     out[key] = v !== undefined && s.conv ? s.conv(k, v) : v;
   }
+  // The stock baseline proxies to TCP; every other profile defaults to the UDS upstream.
+  if (spec === LOADTEST && !out.upstream) out.upstream = out.profile === 'stock' ? 'tcp' : 'uds';
   return out;
 }
 

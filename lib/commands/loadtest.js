@@ -52,8 +52,6 @@ async function main(argv) {
   const { loadtestText } = require('../../loadtest/table');
   o.progress = createProgress({ enabled: !o.noProgress });
   o.varsFiles = o.vars;
-  // The stock baseline proxies to TCP; every other profile defaults to the UDS upstream.
-  o.upstream = o.upstream || (o.profile === 'stock' ? 'tcp' : 'uds');
   o.timeoutS = o.timeout;
   const { results, stack } = await runLoadtest(o);
   const doc = report.document('loadtest', {

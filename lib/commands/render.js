@@ -29,7 +29,7 @@ options:
   --layer NAME      only this layer (nginx, app, systemd, sysctl, pm2; repeatable)
   -h, --help        this text
 
-Variables and their defaults: ansible/roles/tunekit_defaults/defaults/main/.`;
+Variables and their defaults: ansible/roles/tunekit/defaults/main/.`;
 
 function parse(argv) {
   let parsed;

@@ -2,7 +2,7 @@
 // The one definition of every tunable, read the way Ansible reads it.
 //
 // Sources, lowest precedence first:
-//   1. ansible/roles/tunekit_defaults/defaults/main/*.yml  (the definition)
+//   1. ansible/roles/tunekit/defaults/main/*.yml  (the definition)
 //   2. --vars FILE.yml files, in order                       (like -e @FILE)
 //   3. --set key=value pairs, in order                       (like -e key=value)
 // Values are strings that may hold Jinja expressions ("{{ a * 2 }}"); they are
@@ -16,8 +16,8 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 
-const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main');
-const CHECKS_TEMPLATE = 'ansible/roles/tunekit_defaults/templates/checks.j2';
+const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
+const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
 
 class ConfigError extends Error {

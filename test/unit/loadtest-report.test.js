@@ -92,6 +92,7 @@ test('options: defaults, and errors that name the flag', () => {
   assert.equal(o.duration, 3);
   assert.equal(o.rate, 500);
   assert.equal(o.upstream, 'uds');
+  assert.equal(parse('loadtest', LOADTEST, ['--profile', 'stock']).upstream, 'tcp', 'stock implies its TCP upstream');
   assert.throws(() => parse('loadtest', LOADTEST, ['--connections', '0']), /--connections must be a whole number >= 1/);
   assert.throws(() => parse('loadtest', LOADTEST, ['--driver', 'ab']), /--driver must be one of autocannon, wrk/);
   assert.throws(() => parse('bench', BENCH, ['--bogus']), /Unknown option '--bogus'/);

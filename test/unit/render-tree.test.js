@@ -143,14 +143,14 @@ test('booleans are written as on/off, never as true/false/True/False', (t) => {
 });
 
 test('every nginx tunable of the definition reaches a template (no dead knobs)', () => {
-  const defs = fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/10-nginx.yml'), 'utf8');
+  const defs = fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/10-nginx.yml'), 'utf8');
   const names = [...defs.matchAll(/^(tunekit_\w+):/gm)].map((m) => m[1]);
   const templates = renderer.loadManifest()
     .filter((e) => fs.existsSync(path.join(ROOT, e.src)))
     .map((e) => fs.readFileSync(path.join(ROOT, e.src), 'utf8')).join('\n') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/vars/main.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/00-app.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_defaults/defaults/main/20-kernel.yml'), 'utf8');
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/vars/main.yml'), 'utf8') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/00-app.yml'), 'utf8') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/20-kernel.yml'), 'utf8');
   // tunekit_nginx_user is read by the Ansible roles (group membership) and nginx.conf.
   const unused = names.filter((n) => !new RegExp(`\\b${n}\\b`).test(templates));
   assert.deepEqual(unused, []);
