@@ -31,7 +31,9 @@ const skip = process.getuid() !== 0 ? 'needs root (systemd-nspawn)'
     : spawnSync('which', ['systemd-nspawn']).status !== 0 ? 'systemd-nspawn is not installed (apt-get install systemd-container)'
       : false;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const { sleep, until: untilEvery } = require('../lib/util');
+
+const until = (what, fn, timeoutMs = 60000) => untilEvery(what, fn, timeoutMs, 250);
 
 const SET = ['tunekit_app_workers=2'];
 const LOAD_S = 20;
@@ -42,20 +44,6 @@ async function sh(host, cmd, timeoutMs = 120000) {
   return r.stdout.trim();
 }
 
-async function until(what, fn, timeoutMs = 60000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(250);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last && last.message ? last.message : last})`);
-}
 
 function copyInto(host, src, rel) {
   const dest = path.join(host.root, rel);

@@ -28,7 +28,7 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
   : !NGINX ? 'nginx is not installed (apt-get install nginx)'
     : false;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const { sleep, until } = require('../lib/util');
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -41,20 +41,6 @@ function freePort() {
   });
 }
 
-async function until(what, fn, timeoutMs = 30000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last && last.message ? last.message : last})`);
-}
 
 function httpGet(opts) {
   return new Promise((resolve, reject) => {

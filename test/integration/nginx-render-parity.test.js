@@ -13,6 +13,7 @@ const { spawnSync } = require('node:child_process');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { ROOT } = require('../../lib/template');
+const { listFiles } = require('../lib/util');
 
 const ANSIBLE = path.join(ROOT, '.venv/bin/ansible-playbook');
 const profile = (p) => path.join(ROOT, 'ansible/profiles', p);
@@ -25,18 +26,6 @@ const SETS = {
   large: { varsFiles: [profile('large.yml')], set: ['tunekit_nginx_access_log=off', 'tunekit_nginx_listen_address=127.0.0.1'] },
 };
 
-function listFiles(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(path.relative(dir, p));
-    }
-  };
-  if (fs.existsSync(dir)) walk(dir);
-  return out.sort();
-}
 
 // A set's overrides as Ansible host variables: the vars files' mappings, then
 // the --set pairs, parsed the way `tunekit render` parses them.

@@ -10,22 +10,11 @@ const path = require('node:path');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { ROOT } = require('../../lib/template');
+const { listFiles } = require('../lib/util');
 
 const REF = path.join(ROOT, 'docs/reference');
 const SETS = JSON.parse(fs.readFileSync(path.join(REF, 'sets.json'), 'utf8'));
 
-function listFiles(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(path.relative(dir, p));
-    }
-  };
-  if (fs.existsSync(dir)) walk(dir);
-  return out.sort();
-}
 
 function regenerate(name, set) {
   const args = [...set.vars.flatMap((v) => ['--vars', v]), ...set.set.flatMap((s) => ['--set', s])];

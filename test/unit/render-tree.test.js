@@ -9,6 +9,7 @@ const path = require('node:path');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { ROOT } = require('../../lib/template');
+const { listFiles } = require('../lib/util');
 
 function tmpdir(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-render-'));
@@ -16,18 +17,6 @@ function tmpdir(t) {
   return dir;
 }
 
-function listFiles(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(path.relative(dir, p));
-    }
-  };
-  if (fs.existsSync(dir)) walk(dir);
-  return out.sort();
-}
 
 const nginxOnly = { layers: ['nginx', 'app'] };
 
