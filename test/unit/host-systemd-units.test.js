@@ -82,7 +82,7 @@ test('the nginx drop-in loads onto nginx.service and sets LimitNOFILE', { skip }
   assert.doesNotMatch(r.stderr, /tunekit\.conf/, 'no warning about the drop-in');
 });
 
-test('the app unit keeps the socket directory for nginx and matches stop timeouts to the drain', { skip: false }, (t) => {
+test('the app unit keeps the socket directory for nginx and matches stop timeouts to the drain', (t) => {
   const { vars, unitDir } = renderUnits(t, []);
   const unit = fs.readFileSync(path.join(unitDir, `${vars.tunekit_app_name}.service`), 'utf8');
   const directive = (k) => unit.split('\n').filter((l) => l.startsWith(`${k}=`)).map((l) => l.slice(k.length + 1));
