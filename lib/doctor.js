@@ -14,6 +14,7 @@ const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const nginxconf = require('./nginxconf');
+const { childrenOf } = require('./stack');
 
 const NODE_KEEPALIVE_DEFAULT_MS = 5000;
 const NODE_HEADERS_DEFAULT_MS = 60000;
@@ -41,10 +42,6 @@ function nofile(pid) {
   return m[1] === 'unlimited' ? Infinity : Number(m[1]);
 }
 
-function childrenOf(pid) {
-  const t = readText(`/proc/${pid}/task/${pid}/children`);
-  return t ? t.trim().split(/\s+/).filter(Boolean).map(Number) : [];
-}
 
 /** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, pids }]. */
 function listeners() {

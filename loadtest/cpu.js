@@ -117,23 +117,7 @@ function cores() {
 
 module.exports = { clockTicks, parseStat, readStat, readSchedstatUs, cpuSource, snapshot, delta, reapedChildrenUs, cores };
 
-// Pids whose parent is `ppid` (an nginx master's workers), from /proc.
-function childrenOf(ppid) {
-  const out = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const text = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-      if (Number(rest[1]) === ppid) out.push(Number(name));
-    } catch {
-      // exited while we looked
-    }
-  }
-  return out.sort((a, b) => a - b);
-}
 
-module.exports.childrenOf = childrenOf;
 
 // The whole machine's busy and total CPU time (µs, all cores) from the first
 // line of /proc/stat: user nice system idle iowait irq softirq steal …

@@ -10,21 +10,11 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
-const { childrenOf } = require('./cpu');
+const { childrenOf, freePort } = require('../lib/stack');
 
 const NGINX = '/usr/sbin/nginx';
 const BODY = '{"ok":true,"static":true}';
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function findFile(dir, name) {
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
@@ -118,4 +108,4 @@ async function startStaticNginx(stack) {
   };
 }
 
-module.exports = { startStaticNginx, staticConf, freePort, BODY };
+module.exports = { startStaticNginx, staticConf, BODY };

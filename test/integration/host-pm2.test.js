@@ -29,17 +29,8 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
     : false;
 
 const { sleep, until } = require('../lib/util');
+const { freePort } = require('../../lib/stack');
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 
 function httpGet(opts) {

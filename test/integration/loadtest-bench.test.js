@@ -10,16 +10,10 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
+const { alive } = require('../../lib/stack');
 
 const ROOT = path.resolve(__dirname, '../..');
 
-function alive(pid) {
-  try {
-    return !/^\S+ \(.*\) [ZX] /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
 
 test('bench: interleaved rounds of every scenario, ratios, reports, nothing left running', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-'));

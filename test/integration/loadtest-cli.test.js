@@ -11,6 +11,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { startFixture } = require('../fixtures/loadtest/start');
+const { alive } = require('../../lib/stack');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -30,14 +31,6 @@ function tunekit(args, timeoutMs = 180000) {
   });
 }
 
-function alive(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\S+ \(.*\) [ZX] /.test(stat);
-  } catch {
-    return false;
-  }
-}
 
 for (const upstream of ['uds', 'tcp']) {
   test(`loadtest --upstream ${upstream}: metrics printed, JSON written, nothing left running`, async (t) => {

@@ -7,6 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const h = require('../fixtures/runner/harness');
+const { freePort } = require('../../lib/stack');
 
 const group = h.someGroup();
 
@@ -138,14 +139,3 @@ test('example app /healthz reports the timeouts the live server has, from the on
   assert.ok(res.json.keepAliveTimeout > 60000, 'above nginx\'s upstream keepalive_timeout (60 s)');
 });
 
-function freePort() {
-  const net = require('node:net');
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
