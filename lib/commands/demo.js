@@ -4,7 +4,8 @@
 //
 // Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (a free,
 // non-default port) and the cluster on a Unix domain socket, sends a short,
-// bounded burst through nginx with autocannon, prints what happened, and stops
+// bounded burst through nginx (autocannon, timed per response in µs by the
+// kit's load-test harness), prints what happened, and stops
 // everything: no process, socket or temp dir is left. --keep leaves it running
 // and prints how to stop it.
 
@@ -12,9 +13,10 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
-const autocannon = require('autocannon');
 const { UsageError } = require('../errors');
 const { startStack, stopDir, stackFiles, STACK_PREFIX, alive } = require('../stack');
+const { measure } = require('../../loadtest/measure');
+const { nginxTarget } = require('../../loadtest/targets');
 
 const HELP = `usage: tunekit demo [options]
        tunekit demo --stop DIR
@@ -73,27 +75,15 @@ async function stopCommand(dir) {
   return clean ? 0 : 1;
 }
 
-async function burst(stack, { duration, connections }) {
-  const pidsSeen = new Map();
-  const result = await autocannon({
-    url: stack.url,
-    connections,
-    duration,
-    timeout: 10,
-    requests: [{
-      method: 'GET',
-      onResponse(status, body) {
-        try {
-          const pid = JSON.parse(body).pid;
-          if (pid) pidsSeen.set(pid, (pidsSeen.get(pid) || 0) + 1);
-        } catch {
-          // not the example app's JSON
-        }
-      },
-    }],
+// One autocannon process, every response timed into the kit's µs histogram
+// and its "pid" counted, with nginx's and the app's CPU from /proc.
+function burst(stack, { duration, connections }) {
+  return measure(nginxTarget('demo', stack), {
+    mode: 'saturation', driver: 'autocannon', procs: 1, connections, duration, timeoutS: 10,
   });
-  return { result, pidsSeen };
 }
+
+const thousands = (n) => Math.round(n).toLocaleString('en-US');
 
 async function main(argv) {
   const opts = parse(argv);
@@ -130,12 +120,16 @@ async function main(argv) {
     console.log(`  socket         ${stack.socketPath || '(none: TCP upstream)'}`);
     console.log(`  burst          ${connections} connections for ${duration} s through nginx (autocannon)`);
 
-    const { result, pidsSeen } = await burst(stack, { duration, connections });
-    const seen = [...pidsSeen.entries()].sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
-    console.log(`  requests       ${result.requests.total} (${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts)`);
-    console.log(`  req/s          ${Math.round(result.requests.average)}`);
-    console.log(`  latency        p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms (whole milliseconds: autocannon's resolution)`);
-    console.log(`  workers seen   ${seen.join(', ') || 'none'} — ${pidsSeen.size} of ${appWorkers.length} app workers answered`);
+    const r = await burst(stack, { duration, connections });
+    const q = r.requests;
+    const byPid = (r.workers && r.workers.byPid) || {};
+    const seen = Object.entries(byPid).sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
+    console.log(`  requests       ${q.completed} (${q.non2xx} non-2xx, ${q.errors} errors, ${q.timeouts} timeouts)`);
+    console.log(`  req/s          ${Math.round(r.reqPerSec)}`);
+    console.log(`  latency        p50 ${thousands(r.latencyUs.p50)} µs, p99 ${thousands(r.latencyUs.p99)} µs (every response timed)`);
+    console.log(`  server CPU     ${r.server.cpuUsPerReq.toFixed(1)} µs per request (nginx + app, /proc)`);
+    console.log(`  workers seen   ${seen.join(', ') || 'none'} — ${seen.length} of ${appWorkers.length} app workers answered`);
+    for (const w of r.warnings) console.log(`  note           ${w}`);
   } catch (err) {
     await stack.stop();
     throw err;

@@ -54,7 +54,11 @@ test('npm run demo: reports URL, socket, workers, req/s, p50/p99 and leaves noth
   assert.match(field(out, 'app'), new RegExp(`listen unix:${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
   assert.match(field(out, 'requests'), /^\d+ \(0 non-2xx, 0 errors, 0 timeouts\)$/);
   assert.match(field(out, 'req/s'), /^\d+$/);
-  assert.match(field(out, 'latency'), /^p50 \d+ ms, p99 \d+ ms/);
+  const lat = field(out, 'latency').match(/^p50 ([\d,]+) µs, p99 ([\d,]+) µs/);
+  assert.ok(lat, field(out, 'latency'));
+  const [p50, p99] = lat.slice(1).map((v) => Number(v.replace(/,/g, '')));
+  assert.ok(p50 > 0 && p50 <= p99, `p50 ${p50} µs, p99 ${p99} µs`);
+  assert.match(field(out, 'server CPU'), /^\d+\.\d µs per request/);
   const pids = pidsIn(out);
   assert.equal(pids.app.length, 3, 'primary + 2 workers');
   assert.ok(pids.nginx.length >= 2, 'master + workers');
