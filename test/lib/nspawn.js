@@ -10,10 +10,10 @@
 //   await stopHosts(hosts);   // in an after() hook; also runs on process exit
 //
 // ensureRootfs() debootstraps the rootfs once into
-// /var/cache/tunekit/rootfs-trixie-<hash of PACKAGES> (several minutes, needs
-// Debian's mirror); later runs reuse it. Containers have no internet: every
-// package a test or the Ansible roles need is in PACKAGES. Each host boots a
-// copy (cp --reflink=auto) under a mkdtemp dir, so the cache stays pristine.
+// /var/cache/tunekit/rootfs-trixie-<hash of the package lists> (a minute or
+// two, needs Debian's mirror); later runs reuse it. Containers have no
+// internet: every package a test or the Ansible roles need is in PACKAGES or
+// APT_PACKAGES.
 //
 // Each host boots an overlay (lowerdir = the cache, upper = a mkdtemp dir), so
 // the cache stays pristine and a boot costs no copy; `root` is the merged tree.
@@ -56,9 +56,13 @@ const PACKAGES = [
   'python3', 'python3-apt', 'acl', 'procps', 'iproute2', 'curl', 'ca-certificates',
   'nginx', 'nodejs', 'git', 'tar', 'xz-utils',
 ].sort();
+// Installed afterwards with apt-get in a chroot: debootstrap's own resolver
+// cannot satisfy npm's dependencies (it fails configuring node-gyp, node-gauge
+// and npm: "Package node-cssesc is not installed", trixie, 2026-11).
+const APT_PACKAGES = ['npm'];
 
 function rootfsPath() {
-  const hash = crypto.createHash('sha256').update(`${SUITE}\n${PACKAGES.join('\n')}`).digest('hex').slice(0, 12);
+  const hash = crypto.createHash('sha256').update(`${SUITE}\n${PACKAGES.join('\n')}\n${APT_PACKAGES.join('\n')}`).digest('hex').slice(0, 12);
   return path.join(CACHE_DIR, `rootfs-${SUITE}-${hash}`);
 }
 
@@ -87,8 +91,11 @@ function ensureRootfs({ log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = 
   try {
     must('debootstrap', ['--variant=minbase', `--include=${PACKAGES.join(',')}`, SUITE, tmp, MIRROR],
       { stdio: ['ignore', 'ignore', 'pipe'] });
+    must('chroot', [tmp, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...APT_PACKAGES],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    must('chroot', [tmp, 'apt-get', 'clean']);
     prepareRootfs(tmp);
-    fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${PACKAGES.join(' ')}\n`);
+    fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${[...PACKAGES, ...APT_PACKAGES].join(' ')}\n`);
     if (fs.existsSync(path.join(dest, '.tunekit-complete'))) {
       // Another test run finished the same build first (and may be using it).
       unmountUnder(tmp);
