@@ -17,6 +17,7 @@ const { UsageError } = require('../errors');
 const { startStack, stopDir, stackFiles, STACK_PREFIX, alive } = require('../stack');
 const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
+const { int } = require('../../loadtest/report');
 
 const HELP = `usage: tunekit demo [options]
        tunekit demo --stop DIR
@@ -83,8 +84,6 @@ function burst(stack, { duration, connections }) {
   });
 }
 
-const thousands = (n) => Math.round(n).toLocaleString('en-US');
-
 async function main(argv) {
   const opts = parse(argv);
   if (opts.help) {
@@ -126,7 +125,7 @@ async function main(argv) {
     const seen = Object.entries(byPid).sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
     console.log(`  requests       ${q.completed} (${q.non2xx} non-2xx, ${q.errors} errors, ${q.timeouts} timeouts)`);
     console.log(`  req/s          ${Math.round(r.reqPerSec)}`);
-    console.log(`  latency        p50 ${thousands(r.latencyUs.p50)} µs, p99 ${thousands(r.latencyUs.p99)} µs (every response timed)`);
+    console.log(`  latency        p50 ${int(r.latencyUs.p50)} µs, p99 ${int(r.latencyUs.p99)} µs (every response timed)`);
     console.log(`  server CPU     ${r.server.cpuUsPerReq.toFixed(1)} µs per request (nginx + app, /proc)`);
     console.log(`  workers seen   ${seen.join(', ') || 'none'} — ${seen.length} of ${appWorkers.length} app workers answered`);
     for (const w of r.warnings) console.log(`  note           ${w}`);
