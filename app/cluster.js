@@ -5,7 +5,7 @@
 //
 //   node app/cluster.js --config /etc/tunekit-app/app.json
 //
-// `tunekit run` (lib/commands/run.js) runs the same runPrimary() in-process.
+// `tunekit run` (bin/commands/run.js) runs the same runPrimary() in-process.
 // Logs: one JSON object per line on stdout; "event":"ready" once every worker listens.
 // Node built-ins only (hosts run this without node_modules).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// The tunekit CLI: wires subcommands (lib/commands/<name>.js, each exporting
+// The tunekit CLI: wires subcommands (bin/commands/<name>.js, each exporting
 // main(argv) -> exit code) and turns a ConfigError or UsageError into one clear line.
 
 const COMMANDS = {
@@ -29,7 +29,7 @@ async function main(argv) {
     console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);
     return 2;
   }
-  const mod = require(`../lib/commands/${cmd}`);
+  const mod = require(`./commands/${cmd}`);
   return mod.main(rest);
 }
 

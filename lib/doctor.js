@@ -14,7 +14,7 @@ const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const nginxconf = require('./nginxconf');
-const { childrenOf } = require('./stack');
+const { childrenOf } = require('./proc');
 
 const NODE_KEEPALIVE_DEFAULT_MS = 5000;
 const NODE_HEADERS_DEFAULT_MS = 60000;

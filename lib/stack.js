@@ -16,12 +16,12 @@
 // reads).
 
 const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
 const { spawn } = require('node:child_process');
 const config = require('./config');
+const { freePort, alive, cmdline, childrenOf, readPid, signal } = require('./proc');
 const renderer = require('./render');
 const { ROOT } = require('./template');
 
@@ -31,65 +31,6 @@ const STACK_PREFIX = 'tunekit-stack-';
 const READY_TIMEOUT_MS = 60000;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function readStat(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]) };
-  } catch {
-    return null;
-  }
-}
-
-function alive(pid) {
-  if (!pid) return false;
-  const st = readStat(pid);
-  return Boolean(st) && st.state !== 'Z' && st.state !== 'X';
-}
-
-function cmdline(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
-  } catch {
-    return '';
-  }
-}
-
-/** Live children of pid, read from /proc now. */
-function childrenOf(pid) {
-  if (!pid) return [];
-  const out = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const st = readStat(name);
-    if (st && st.ppid === pid && st.state !== 'Z') out.push(Number(name));
-  }
-  return out.sort((a, b) => a - b);
-}
-
-function readPid(file) {
-  try {
-    const n = Number(fs.readFileSync(file, 'utf8').trim());
-    return Number.isInteger(n) && n > 0 ? n : null;
-  } catch {
-    return null;
-  }
-}
 
 function tail(file, lines = 20) {
   try {
@@ -103,14 +44,6 @@ async function waitGone(pids, ms) {
   const deadline = Date.now() + ms;
   while (pids.some(alive) && Date.now() < deadline) await sleep(50);
   return !pids.some(alive);
-}
-
-function signal(pid, sig) {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
 }
 
 /** One GET; resolves {status, body} or rejects on a connection error. */
@@ -343,4 +276,4 @@ async function startStack({
   }
 }
 
-module.exports = { startStack, stopDir, stackFiles, freePort, childrenOf, alive, cmdline, STACK_PREFIX };
+module.exports = { startStack, stopDir, stackFiles, STACK_PREFIX };

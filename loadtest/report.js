@@ -1,12 +1,14 @@
 'use strict';
 // The report document (JSON, schema in README.md) and the host facts every
-// report carries, plus number formatting shared by the writers.
+// report carries. Number formatting lives in format.js.
 
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { cores } = require('./cpu');
+const { toMarkdown } = require('./markdown');
+const { toHtml } = require('./html');
 
 const SCHEMA = 'tunekit-loadtest/1';
 
@@ -62,8 +64,6 @@ function writeFile(file, text) {
 
 // Write the reports asked for (--json, --md, --html); returns the files written.
 function writeAll(doc, { json, md, html }) {
-  const { toMarkdown } = require('./markdown');
-  const { toHtml } = require('./html');
   if (json) writeFile(json, `${JSON.stringify(doc, null, 2)}\n`);
   if (md) writeFile(md, toMarkdown(doc));
   if (html) writeFile(html, toHtml(doc));
@@ -76,19 +76,4 @@ function failedScenarios(doc) {
   return [...new Set(doc.results.filter((r) => r.requests.ok === 0).map((r) => r.scenario))];
 }
 
-// 12345.6 -> "12,346"; null -> "–".
-function int(n) {
-  return n == null || !Number.isFinite(n) ? '–' : Math.round(n).toLocaleString('en-US');
-}
-
-function fixed(n, digits = 1) {
-  return n == null || !Number.isFinite(n) ? '–' : n.toFixed(digits);
-}
-
-// "median (min–max)".
-function spreadText(s, fmt = int) {
-  if (!s || s.median == null) return '–';
-  return s.n > 1 ? `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})` : fmt(s.median);
-}
-
-module.exports = { SCHEMA, host, document, writeFile, writeAll, failedScenarios, int, fixed, spreadText };
+module.exports = { SCHEMA, host, document, writeFile, writeAll, failedScenarios };

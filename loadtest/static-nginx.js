@@ -10,7 +10,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
-const { childrenOf, freePort } = require('../lib/stack');
+const { childrenOf, freePort } = require('../lib/proc');
 
 const NGINX = '/usr/sbin/nginx';
 const BODY = '{"ok":true,"static":true}';

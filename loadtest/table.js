@@ -1,7 +1,7 @@
 'use strict';
 // Plain-text tables for the terminal (and the Markdown writer reuses the rows).
 
-const { int, fixed, spreadText } = require('./report');
+const { int, fixed, spreadText } = require('./format');
 
 function errText(r) {
   const q = r.requests;

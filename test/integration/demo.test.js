@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { ROOT } = require('../../lib/template');
-const { alive } = require('../../lib/stack');
+const { alive } = require('../../lib/proc');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 

@@ -29,7 +29,7 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
     : false;
 
 const { sleep, until } = require('../lib/util');
-const { freePort } = require('../../lib/stack');
+const { freePort } = require('../../lib/proc');
 
 
 

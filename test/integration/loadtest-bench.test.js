@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { alive } = require('../../lib/stack');
+const { alive } = require('../../lib/proc');
 
 const ROOT = path.resolve(__dirname, '../..');
 

@@ -11,7 +11,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { startFixture } = require('../fixtures/loadtest/start');
-const { alive } = require('../../lib/stack');
+const { alive } = require('../../lib/proc');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');

@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const h = require('../fixtures/runner/harness');
-const { freePort } = require('../../lib/stack');
+const { freePort } = require('../../lib/proc');
 
 const group = h.someGroup();
 

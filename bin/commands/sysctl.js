@@ -8,8 +8,8 @@
 
 const fs = require('node:fs');
 const { parseArgs } = require('node:util');
-const { UsageError } = require('../errors');
-const sysctl = require('../sysctl');
+const { UsageError } = require('../../lib/errors');
+const sysctl = require('../../lib/sysctl');
 
 const HELP = `usage: tunekit sysctl apply FILE [--out PATH] [--dry-run] [--json]
 

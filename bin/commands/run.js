@@ -8,7 +8,7 @@
 
 const path = require('node:path');
 const { parseArgs } = require('node:util');
-const { UsageError } = require('../errors');
+const { UsageError } = require('../../lib/errors');
 
 const HELP = `usage: tunekit run [MODULE] [options]
 
@@ -118,7 +118,7 @@ function settingsFor(argv) {
   if (opts.config) {
     base = appSettings.readSettingsFile(opts.config);
   } else {
-    const config = require('../config');
+    const config = require('../../lib/config');
     const vars = config.resolve({ varsFiles: opts.vars, set: opts.set });
     base = config.appSettings(vars);
   }

@@ -5,7 +5,7 @@
 // The harness lives in loadtest/ (see loadtest/README.md).
 
 const path = require('node:path');
-const { UsageError } = require('../errors');
+const { UsageError } = require('../../lib/errors');
 
 const ROOT = path.resolve(__dirname, '../..');
 

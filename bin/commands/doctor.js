@@ -3,8 +3,8 @@
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
 const { parseArgs } = require('node:util');
-const { UsageError } = require('../errors');
-const doctor = require('../doctor');
+const { UsageError } = require('../../lib/errors');
+const doctor = require('../../lib/doctor');
 
 const HELP = `usage: tunekit doctor [options]
 

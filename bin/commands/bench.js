@@ -4,7 +4,7 @@
 // min–max and per-round ratios. Writes JSON, Markdown and HTML reports
 // (default loadtest/results/bench.*). The harness is loadtest/bench.js.
 
-const { UsageError } = require('../errors');
+const { UsageError } = require('../../lib/errors');
 const { requirePackages, finish } = require('./loadtest');
 
 async function main(argv) {

@@ -8,9 +8,9 @@
 
 const path = require('node:path');
 const { parseArgs } = require('node:util');
-const { UsageError } = require('../errors');
-const config = require('../config');
-const renderer = require('../render');
+const { UsageError } = require('../../lib/errors');
+const config = require('../../lib/config');
+const renderer = require('../../lib/render');
 
 const HELP = `usage: tunekit render --out DIR [options]
 

@@ -13,11 +13,12 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
-const { UsageError } = require('../errors');
-const { startStack, stopDir, stackFiles, STACK_PREFIX, alive } = require('../stack');
+const { UsageError } = require('../../lib/errors');
+const { startStack, stopDir, stackFiles, STACK_PREFIX } = require('../../lib/stack');
+const { alive } = require('../../lib/proc');
 const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
-const { int } = require('../../loadtest/report');
+const { int } = require('../../loadtest/format');
 
 const HELP = `usage: tunekit demo [options]
        tunekit demo --stop DIR

@@ -1,0 +1,76 @@
+'use strict';
+// Processes and ports as /proc and the kernel show them now: the toolbox the
+// local stack (stack.js), doctor and the load-test harness share. node: built-ins
+// only; imports nothing of the kit.
+
+const fs = require('node:fs');
+const net = require('node:net');
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function readStat(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0], ppid: Number(rest[1]) };
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid) {
+  if (!pid) return false;
+  const st = readStat(pid);
+  return Boolean(st) && st.state !== 'Z' && st.state !== 'X';
+}
+
+function cmdline(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Live children of pid, read from /proc now. */
+function childrenOf(pid) {
+  if (!pid) return [];
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const st = readStat(name);
+    if (st && st.ppid === pid && st.state !== 'Z') out.push(Number(name));
+  }
+  return out.sort((a, b) => a - b);
+}
+
+function readPid(file) {
+  try {
+    const n = Number(fs.readFileSync(file, 'utf8').trim());
+    return Number.isInteger(n) && n > 0 ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+function signal(pid, sig) {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+module.exports = { freePort, readStat, alive, cmdline, childrenOf, readPid, signal };
