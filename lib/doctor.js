@@ -15,6 +15,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const nginxconf = require('./nginxconf');
 const { childrenOf } = require('./proc');
+const { findNginx } = require('./nginx');
 
 const NODE_KEEPALIVE_DEFAULT_MS = 5000;
 const NODE_HEADERS_DEFAULT_MS = 60000;
@@ -131,13 +132,9 @@ function healthz(socketPath, timeoutMs = 3000) {
   });
 }
 
-function nginxBinary() {
-  for (const b of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/bin/nginx']) if (fs.existsSync(b)) return b;
-  return 'nginx';
-}
 
 /** Read what runs. Options: nginxConf, nginxBin, appConfig, socket. */
-async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = nginxBinary(), appConfig = '/etc/tunekit-app/app.json', socket = null } = {}) {
+async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNginx() || 'nginx', appConfig = '/etc/tunekit-app/app.json', socket = null } = {}) {
   const facts = {
     kernel: {
       somaxconn: readInt('/proc/sys/net/core/somaxconn'),

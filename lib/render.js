@@ -21,6 +21,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { ConfigError, checkVars } = require('./config');
+const { nginxBinary } = require('./nginx');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
@@ -217,22 +218,6 @@ function render(vars, outDir, { prefix = false, layers = null, skipMissing = fal
   return { files, dirs, vars: contentVars };
 }
 
-/** The nginx binary: $TUNEKIT_NGINX, else the first nginx on PATH or in /usr/sbin. */
-function nginxBinary() {
-  if (process.env.TUNEKIT_NGINX) return process.env.TUNEKIT_NGINX;
-  const dirs = [...(process.env.PATH || '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin'];
-  for (const d of dirs) {
-    const p = path.join(d || '.', 'nginx');
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {
-      // next
-    }
-  }
-  throw new ConfigError('nginx is not installed (no nginx on PATH or in /usr/sbin). Run: apt-get install -y nginx');
-}
-
 /**
  * `nginx -t` on a prefixed tree (render(..., {prefix: true}) returned its vars).
  * @returns {{ok: boolean, output: string, command: string}}
@@ -274,7 +259,6 @@ module.exports = {
   prefixVars,
   renderAll,
   render,
-  nginxBinary,
   checkNginx,
   validate,
 };

@@ -23,6 +23,7 @@ const { spawn } = require('node:child_process');
 const config = require('./config');
 const { freePort, alive, cmdline, childrenOf, readPid, signal } = require('./proc');
 const renderer = require('./render');
+const { nginxBinary } = require('./nginx');
 const { ROOT } = require('./template');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -233,7 +234,7 @@ async function startStack({
     const ready = await waitForReady(app, files, READY_TIMEOUT_MS);
 
     const nginxErr = fs.openSync(files.nginxStderr, 'a');
-    nginx = spawn(renderer.nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
+    nginx = spawn(nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
       stdio: ['ignore', nginxErr, nginxErr],
       detached,
     });

@@ -7,6 +7,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { cores } = require('./cpu');
+const { nginxVersion } = require('../lib/nginx');
 const { toMarkdown } = require('./markdown');
 const { toHtml } = require('./html');
 
@@ -33,7 +34,7 @@ function host() {
     cores: cores(),
     cpuModel,
     node: process.versions.node,
-    nginx: version('/usr/sbin/nginx', ['-v'], /nginx\/(\S+)/),
+    nginx: nginxVersion(),
     autocannon,
     wrk: version('/usr/bin/wrk', ['--version'], /wrk (\S+)/),
   };

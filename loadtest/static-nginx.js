@@ -12,7 +12,7 @@ const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { childrenOf, freePort } = require('../lib/proc');
 
-const NGINX = '/usr/sbin/nginx';
+const { nginxBinary } = require('../lib/nginx');
 const BODY = '{"ok":true,"static":true}';
 
 
@@ -68,9 +68,9 @@ async function startStaticNginx(stack) {
   fs.writeFileSync(file, staticConf(fs.readFileSync(conf, 'utf8'), { dir, port, siteListen }));
   const errorLogPath = path.join(dir, 'error.log');
   const args = ['-c', file, '-e', errorLogPath, '-g', 'daemon off;'];
-  const t = spawnSync(NGINX, ['-t', ...args], { encoding: 'utf8' });
+  const t = spawnSync(nginxBinary(), ['-t', ...args], { encoding: 'utf8' });
   if (t.status !== 0) throw new Error(`nginx -t refused the nginx-static config ${file}:\n${t.stderr.trim()}`);
-  const child = spawn(NGINX, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(nginxBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   const exited = new Promise((resolve) => child.on('exit', resolve));

@@ -1,0 +1,45 @@
+'use strict';
+// The one place that finds the local nginx binary and asks its version.
+// Every part of the kit that runs nginx (render --check, the local stack, the
+// load-test scenarios, doctor, the reports) goes through here, so $TUNEKIT_NGINX
+// points all of them at another build.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { ConfigError } = require('./config');
+
+const INSTALL_HINT = 'Run: apt-get install -y nginx (or set TUNEKIT_NGINX=/path/to/nginx)';
+
+/** $TUNEKIT_NGINX, else the first executable nginx on PATH, /usr/sbin or /usr/local/sbin; null if none. */
+function findNginx() {
+  if (process.env.TUNEKIT_NGINX) return process.env.TUNEKIT_NGINX;
+  const dirs = [...(process.env.PATH || '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin'];
+  for (const d of dirs) {
+    const p = path.join(d || '.', 'nginx');
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return p;
+    } catch {
+      // next
+    }
+  }
+  return null;
+}
+
+/** Like findNginx(), but refuses with the install command when there is none. */
+function nginxBinary() {
+  const bin = findNginx();
+  if (!bin) throw new ConfigError(`nginx is not installed (no nginx on PATH or in /usr/sbin). ${INSTALL_HINT}`);
+  return bin;
+}
+
+/** "1.22.1" from `nginx -v` (it prints to stderr), or null when it cannot be run. */
+function nginxVersion(bin = findNginx()) {
+  if (!bin) return null;
+  const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
+  const m = /nginx\/(\d+\.\d+\.\d+)/.exec(`${r.stdout || ''}${r.stderr || ''}`);
+  return m ? m[1] : null;
+}
+
+module.exports = { findNginx, nginxBinary, nginxVersion, INSTALL_HINT };
