@@ -9,6 +9,9 @@
 // Logs: one JSON object per line on stdout; "event":"ready" once every worker listens.
 // Node built-ins only (hosts run this without node_modules).
 
+// First, before anything an old Node lacks: one line and exit 1 on Node < the minimum.
+require('./node-version').requireSupportedNode('tunekit-app');
+
 const cluster = require('node:cluster');
 const fs = require('node:fs');
 const path = require('node:path');

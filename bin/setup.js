@@ -49,8 +49,7 @@ function run(cmd, args, opts = {}) {
 }
 
 function checkNode() {
-  const major = Number(process.versions.node.split('.')[0]);
-  if (major < 20) fail(`Node ${process.versions.node} is too old; tunekit needs Node >= 20`);
+  require('../app/node-version').requireSupportedNode('setup');
 }
 
 function ensureNpmPackages() {

@@ -3,6 +3,9 @@
 // The tunekit CLI: wires subcommands (bin/commands/<name>.js, each exporting
 // main(argv) -> exit code) and turns a ConfigError or UsageError into one clear line.
 
+// First, before anything an old Node lacks: one line and exit 1 on Node < the minimum.
+require('../app/node-version').requireSupportedNode('tunekit');
+
 const COMMANDS = {
   run: 'start the Node cluster on a UDS or TCP listener',
   render: 'write nginx, app, systemd and sysctl files for a host',

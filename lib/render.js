@@ -20,7 +20,7 @@ const os = require('node:os');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
-const { ConfigError, checkVars } = require('./config');
+const { ConfigError, checkVars, requireNginxVersion } = require('./config');
 const { nginxBinary } = require('./nginx');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
@@ -140,6 +140,7 @@ function renderAll(vars, { contentVars = vars, layers = null, skipMissing = fals
   for (const entry of manifest || loadManifest()) {
     if (layers && !layers.includes(entry.layer)) continue;
     if (!applies(entry, vars)) continue;
+    if (entry.layer === 'nginx') requireNginxVersion(vars);
     if (!fs.existsSync(path.join(ROOT, entry.src))) {
       missing.push(entry.src);
       continue;

@@ -6,7 +6,26 @@
 // engines share; test/integration/nginx-render-parity.test.js proves the bytes match.
 
 const nunjucks = require('nunjucks');
+const { Compiler } = require('nunjucks/src/compiler');
 const path = require('node:path');
+
+// nunjucks 3.2.4 emits a test's arguments without commas between them, so a test
+// with two arguments, which Jinja2 and Ansible allow (`v is version('1.19.10',
+// '>=')`), compiles to invalid JavaScript. Emit them as an argument list, the way
+// nunjucks compiles a function call's arguments. The parity test renders every
+// template with both engines, so a nunjucks upgrade that changes this shows there.
+Compiler.prototype.compileIs = function compileIs(node, frame) {
+  const name = node.right.name ? node.right.name.value : node.right.value;
+  this._emit(`env.getTest(${JSON.stringify(name)}).call(context, `);
+  this.compile(node.left, frame);
+  if (node.right.args) {
+    for (const arg of node.right.args.children) {
+      this._emit(', ');
+      this.compile(arg, frame);
+    }
+  }
+  this._emit(') === true');
+};
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -29,6 +48,39 @@ function jinjaToJson(value) {
     .replace(/'/g, '\\u0027');
 }
 
+// Ansible's `version` test (`x is version('1.19.10', '>=')`), for the dotted
+// numeric versions the kit compares (nginx, Node). Unknown operators and
+// malformed versions are errors, as in Ansible.
+const VERSION_OPS = {
+  '<': (c) => c < 0, lt: (c) => c < 0,
+  '<=': (c) => c <= 0, le: (c) => c <= 0,
+  '>': (c) => c > 0, gt: (c) => c > 0,
+  '>=': (c) => c >= 0, ge: (c) => c >= 0,
+  '==': (c) => c === 0, '=': (c) => c === 0, eq: (c) => c === 0,
+  '!=': (c) => c !== 0, '<>': (c) => c !== 0, ne: (c) => c !== 0,
+};
+
+function compareVersions(a, b) {
+  const parse = (v) => {
+    const text = String(v);
+    if (!/^\d+(\.\d+)*$/.test(text)) throw new Error(`"${text}" is not a version (expected digits and dots, e.g. 1.22.1)`);
+    return text.split('.').map(Number);
+  };
+  const x = parse(a);
+  const y = parse(b);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (x[i] || 0) - (y[i] || 0);
+    if (d) return d < 0 ? -1 : 1;
+  }
+  return 0;
+}
+
+function jinjaVersionTest(value, ref, op = 'eq') {
+  const cmp = VERSION_OPS[op];
+  if (!cmp) throw new Error(`version test: unknown operator "${op}"`);
+  return cmp(compareVersions(value, ref));
+}
+
 function createEnv(searchPaths = [ROOT]) {
   const loader = new nunjucks.FileSystemLoader(searchPaths, { noCache: true });
   const env = new nunjucks.Environment(loader, {
@@ -40,7 +92,8 @@ function createEnv(searchPaths = [ROOT]) {
   env.addFilter('max', jinjaMax);
   env.addFilter('min', jinjaMin);
   env.addFilter('tojson', jinjaToJson);
+  env.addTest('version', jinjaVersionTest);
   return env;
 }
 
-module.exports = { createEnv, ROOT };
+module.exports = { createEnv, compareVersions, ROOT };

@@ -1,6 +1,6 @@
 'use strict';
 // tunekit render --out DIR [--vars FILE.yml]... [--set key=value]... [--prefix]
-//                [--check] [--layer NAME]...
+//                [--check] [--layer NAME]... [--nginx-version X.Y.Z]
 //
 // Resolves the one definition (lib/config: defaults < --vars files < --set),
 // refuses an inconsistent set (naming both values), renders every template of the
@@ -11,6 +11,7 @@ const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
+const { nginxVersion } = require('../../lib/nginx');
 
 const HELP = `usage: tunekit render --out DIR [options]
 
@@ -27,6 +28,11 @@ options:
   --check           render a prefixed copy to a temp dir and run nginx -t on it
                     before anything is written; refuse the render if nginx does
   --layer NAME      only this layer (nginx, app, systemd, sysctl, pm2; repeatable)
+  --nginx-version X.Y.Z
+                    the nginx version on the target host (\`nginx -v\` there);
+                    default: ask the local nginx. Directives the version lacks
+                    are left out with a comment (docs/versions.md); below 1.18.0
+                    the render is refused
   -h, --help        this text
 
 Variables and their defaults: ansible/roles/tunekit/defaults/main/.`;
@@ -43,6 +49,7 @@ function parse(argv) {
         prefix: { type: 'boolean', default: false },
         check: { type: 'boolean', default: false },
         layer: { type: 'string', multiple: true, default: [] },
+        'nginx-version': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -67,8 +74,15 @@ async function main(argv) {
   }
   const layers = opts.layer.length ? opts.layer : null;
 
-  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set });
+  const overrides = {};
+  if (opts['nginx-version'] !== undefined) overrides.tunekit_nginx_version = opts['nginx-version'];
+  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, overrides });
   if (opts.check) {
+    const local = nginxVersion();
+    if (local && local !== vars.tunekit_nginx_version) {
+      throw new UsageError(`--check runs the local nginx ${local}, but the files are rendered for nginx ${vars.tunekit_nginx_version}; ` +
+        'drop --nginx-version to check for this host, or check on the target host');
+    }
     renderer.validate(vars, { layers });
     console.log('nginx -t: the rendered configuration is valid');
   }

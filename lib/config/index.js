@@ -187,6 +187,7 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
     apply(k, keepText ? pair.slice(pair.indexOf('=') + 1) : v, `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
+  raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
 
   const vars = evaluate(raw);
   const env = createEnv();
@@ -197,6 +198,27 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
     }
   }
   return vars;
+}
+
+// The nginx version the files are for: as set, or (empty) the local nginx's.
+// Ansible sets it from the host's `nginx -v` before it renders. Without a local
+// nginx it stays empty: what needs no nginx (the runner's settings) still
+// resolves, and rendering nginx's files refuses (requireNginxVersion).
+function targetNginxVersion(value) {
+  let version = value == null ? '' : String(value).trim();
+  if (version === '') version = require('../nginx').nginxVersion() || '';
+  if (version !== '' && !/^\d+\.\d+\.\d+$/.test(version)) {
+    throw new ConfigError(`tunekit_nginx_version="${version}" is not an nginx version; write it as X.Y.Z, as \`nginx -v\` prints it (e.g. 1.22.1)`);
+  }
+  return version;
+}
+
+/** Refuse to render nginx's files for an unknown nginx version. */
+function requireNginxVersion(vars) {
+  if (vars.tunekit_nginx_version) return;
+  throw new ConfigError('tunekit_nginx_version is empty and there is no local nginx to ask which version the files are for; ' +
+    'name the target\'s version: `tunekit render --nginx-version 1.22.1` (or --set tunekit_nginx_version=1.22.1), ' +
+    'or install nginx here: apt-get install -y nginx');
 }
 
 /** Render checks.j2 against a resolved set; each non-empty line is a problem. */
@@ -225,6 +247,7 @@ module.exports = {
   readYamlFile,
   parseSet,
   resolve,
+  requireNginxVersion,
   checkVars,
   appSettings,
 };

@@ -11,7 +11,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { runChild } = require('../lib/util');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -34,18 +34,9 @@ let inventory;
 let logDir;
 let plays = 0;
 
-function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
-  return new Promise((done) => {
-    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { out += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      done({ code: code ?? 128, signal, out });
-    });
-  });
+async function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
+  const r = await runChild(cmd, args, { cwd, env: { ...process.env, ...env }, merge: true, timeoutMs });
+  return { code: r.code, signal: r.signal, out: r.stdout };
 }
 
 // Runs site.yml against the test inventory; returns { code, out, recap }.

@@ -13,7 +13,7 @@
 // /var/cache/tunekit/rootfs-trixie-<hash of the package lists> (a minute or
 // two, needs Debian's mirror); later runs reuse it. Containers have no
 // internet: every package a test or the Ansible roles need is in PACKAGES or
-// APT_PACKAGES.
+// APT_PACKAGES. Other suites: ensureRootfs({ suite }) and bootHosts(n, { suite }).
 //
 // Each host boots an overlay (lowerdir = the cache, upper = a mkdtemp dir), so
 // the cache stays pristine and a boot costs no copy; `root` is the merged tree.
@@ -39,12 +39,17 @@
 // Needs root, systemd-nspawn (systemd-container), debootstrap, ssh, ssh-keygen.
 
 const { spawn, spawnSync } = require('node:child_process');
+const { runChild } = require('./util');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const SUITE = 'trixie';
+// Debian suites the tests boot. trixie (Debian 13) is the default lab host;
+// the others stand in for the distributions operators run: bullseye (Debian 11:
+// nginx 1.18, Node 12, as Ubuntu 22.04), bookworm (Debian 12: nginx 1.22,
+// Node 18, as Ubuntu 24.04) and sid (the newest nginx and Node Debian ships).
+const DEFAULT_SUITE = 'trixie';
 const MIRROR = process.env.TUNEKIT_DEBIAN_MIRROR || 'http://deb.debian.org/debian';
 const CACHE_DIR = process.env.TUNEKIT_ROOTFS_CACHE || '/var/cache/tunekit';
 
@@ -58,12 +63,18 @@ const PACKAGES = [
 ].sort();
 // Installed afterwards with apt-get in a chroot: debootstrap's own resolver
 // cannot satisfy npm's dependencies (it fails configuring node-gyp, node-gauge
-// and npm: "Package node-cssesc is not installed", trixie, 2026-11).
-const APT_PACKAGES = ['npm'];
+// and npm: "Package node-cssesc is not installed", trixie, 2026-11). Only the
+// default suite needs npm (the e2e that deploys an app with dependencies).
+const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm'] };
 
-function rootfsPath() {
-  const hash = crypto.createHash('sha256').update(`${SUITE}\n${PACKAGES.join('\n')}\n${APT_PACKAGES.join('\n')}`).digest('hex').slice(0, 12);
-  return path.join(CACHE_DIR, `rootfs-${SUITE}-${hash}`);
+function suitePackages(suite) {
+  return { packages: PACKAGES, apt: APT_PACKAGES[suite] || [] };
+}
+
+function rootfsPath(suite = DEFAULT_SUITE) {
+  const { packages, apt } = suitePackages(suite);
+  const hash = crypto.createHash('sha256').update(`${suite}\n${packages.join('\n')}\n${apt.join('\n')}`).digest('hex').slice(0, 12);
+  return path.join(CACHE_DIR, `rootfs-${suite}-${hash}`);
 }
 
 function run(cmd, args, opts = {}) {
@@ -80,22 +91,25 @@ function must(cmd, args, opts) {
 
 // Builds the cached rootfs if missing; returns its path. Builds into a
 // sibling temp dir and renames, so a half-built tree is never used.
-function ensureRootfs({ log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
-  const dest = rootfsPath();
+function ensureRootfs({ suite = DEFAULT_SUITE, log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
+  const dest = rootfsPath(suite);
+  const { packages, apt } = suitePackages(suite);
   if (fs.existsSync(path.join(dest, '.tunekit-complete'))) return dest;
   if (process.getuid() !== 0) throw new Error(`building ${dest} needs root (debootstrap)`);
   fs.mkdirSync(CACHE_DIR, { recursive: true });
   const tmp = fs.mkdtempSync(`${dest}.building-`);
   const started = Date.now();
-  log(`building ${dest} with debootstrap ${SUITE} from ${MIRROR} (takes minutes, once)`);
+  log(`building ${dest} with debootstrap ${suite} from ${MIRROR} (takes minutes, once)`);
   try {
-    must('debootstrap', ['--variant=minbase', `--include=${PACKAGES.join(',')}`, SUITE, tmp, MIRROR],
+    must('debootstrap', ['--variant=minbase', `--include=${packages.join(',')}`, suite, tmp, MIRROR],
       { stdio: ['ignore', 'ignore', 'pipe'] });
-    must('chroot', [tmp, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...APT_PACKAGES],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    if (apt.length) {
+      must('chroot', [tmp, 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...apt],
+        { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    }
     must('chroot', [tmp, 'apt-get', 'clean']);
     prepareRootfs(tmp);
-    fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${[...PACKAGES, ...APT_PACKAGES].join(' ')}\n`);
+    fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${[...packages, ...apt].join(' ')}\n`);
     if (fs.existsSync(path.join(dest, '.tunekit-complete'))) {
       // Another test run finished the same build first (and may be using it).
       unmountUnder(tmp);
@@ -111,6 +125,40 @@ function ensureRootfs({ log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = 
   }
   log(`built ${dest} in ${Math.round((Date.now() - started) / 1000)} s`);
   return dest;
+}
+
+// Builds the rootfs of every suite given that is not cached yet, in parallel
+// (one child process each; a build is mostly download and unpack).
+async function ensureRootfsAll(suites, { log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
+  const missing = suites.filter((s) => !fs.existsSync(path.join(rootfsPath(s), '.tunekit-complete')));
+  await Promise.all(missing.map(async (suite) => {
+    log(`building the ${suite} rootfs`);
+    const r = await runChild(process.execPath, [__filename, 'build', suite]);
+    if (r.code !== 0) throw new Error(`building the ${suite} rootfs failed (exit ${r.code}): ${r.stderr.trim()}`);
+  }));
+  return Object.fromEntries(suites.map((s) => [s, rootfsPath(s)]));
+}
+
+/**
+ * Run a shell script chrooted into a suite's cached rootfs, in a private mount
+ * namespace: binds ({hostDir: pathInside}) are mounted there only, and a tmpfs
+ * covers /tmp and /run, so the cached tree is never written and nothing outlives
+ * the call. Bind targets must lie under /tmp (on that tmpfs) for the same reason. The distribution's own binaries run with their own libraries (Debian's
+ * Node needs its /usr/share/nodejs). Resolves {code, stdout, stderr}.
+ */
+function runInRootfs(suite, script, { binds = {}, timeoutMs = 60000 } = {}) {
+  const root = rootfsPath(suite);
+  for (const inside of Object.values(binds)) {
+    if (!inside.startsWith('/tmp/')) throw new Error(`runInRootfs: bind target ${inside} must be under /tmp/ (a tmpfs), so the cached rootfs stays untouched`);
+  }
+  const mounts = [
+    `mount -t tmpfs tunekit-tmp ${root}/tmp`,
+    `mount -t tmpfs tunekit-run ${root}/run`,
+    `mount -t proc proc ${root}/proc`,
+    ...Object.entries(binds).map(([host, inside]) => `mkdir -p ${root}${inside} && mount --bind ${host} ${root}${inside}`),
+  ];
+  const outer = `set -e; mount --make-rprivate /; ${mounts.join('; ')}; exec chroot ${root} /bin/sh -c "$0"`;
+  return runChild('unshare', ['--mount', '--fork', '--pid', '/bin/sh', '-c', outer, script], { timeoutMs });
 }
 
 // debootstrap mounts /proc and /sys inside its target; a failed build may
@@ -208,22 +256,7 @@ function sleep(ms) {
 }
 
 function runAsync(cmd, args, { input, timeoutMs = 600000 } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr });
-    });
-    if (input != null) {
-      child.stdin.on('error', () => {}); // the command may exit without reading it
-      child.stdin.end(input);
-    }
-  });
+  return runChild(cmd, args, { input, timeoutMs });
 }
 
 function writeInto(root, rel, text, mode = 0o644) {
@@ -353,9 +386,9 @@ function tail(file, n = 30) {
  * Boot n containers from the cached rootfs, in parallel.
  * @returns {Promise<Array<{name, ip, hostIp, iface, sshArgs, ssh, root, keyFile}>>}
  */
-async function bootHosts(n, { name = 'tk', log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
+async function bootHosts(n, { name = 'tk', suite = DEFAULT_SUITE, log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
   if (!/^[a-z][a-z0-9-]{0,7}$/.test(name)) throw new Error(`host name prefix "${name}" must be 1-8 of [a-z0-9-], starting with a letter`);
-  const rootfs = ensureRootfs({ log });
+  const rootfs = ensureRootfs({ suite, log });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-nspawn-'));
   const keyFile = path.join(tmp, 'id_ed25519');
   must('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'tunekit-test', '-f', keyFile]);
@@ -446,8 +479,8 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-module.exports = { ensureRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES };
+module.exports = { ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
 
 if (require.main === module) {
-  if (process.argv[2] === 'build') console.log(ensureRootfs());
+  if (process.argv[2] === 'build') console.log(ensureRootfs({ suite: process.argv[3] || DEFAULT_SUITE }));
 }

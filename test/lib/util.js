@@ -3,6 +3,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
+const { spawn } = require('node:child_process');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -36,4 +37,29 @@ async function until(what, fn, timeoutMs = 30000, everyMs = 100) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last && last.message ? last.message : last})`);
 }
 
-module.exports = { sleep, listFiles, until };
+/**
+ * Run a command to its end and collect what it printed. SIGKILL after timeoutMs.
+ * `input` is written to its stdin; `merge` puts stderr into stdout (a log in
+ * the order it was written). Never rejects: resolves {code, signal, stdout, stderr},
+ * code 128 when a signal ended it.
+ */
+function runChild(cmd, args, { cwd, env, input, merge = false, timeoutMs = 600000 } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, env, stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { if (merge) stdout += d; else stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 128, signal, stdout, stderr });
+    });
+    if (input != null) {
+      child.stdin.on('error', () => {}); // the command may exit without reading it
+      child.stdin.end(input);
+    }
+  });
+}
+
+module.exports = { sleep, listFiles, until, runChild };
