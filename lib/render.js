@@ -94,6 +94,8 @@ function prefixVars(vars, dir) {
     }
     out[key] = path.join(root, value);
   }
+  // A prefixed tree is self-contained: nothing of the host's nginx is included.
+  out.tunekit_nginx_host_mode = 'dedicated';
   const me = os.userInfo();
   const group = groupName(me.gid);
   out.tunekit_nginx_user = me.username;
@@ -139,7 +141,7 @@ function renderAll(vars, { contentVars = vars, layers = null, skipMissing = fals
   const missing = [];
   for (const entry of manifest || loadManifest()) {
     if (layers && !layers.includes(entry.layer)) continue;
-    if (!applies(entry, vars)) continue;
+    if (!applies(entry, contentVars)) continue;
     if (entry.layer === 'nginx') requireNginxVersion(vars);
     if (!fs.existsSync(path.join(ROOT, entry.src))) {
       missing.push(entry.src);

@@ -143,13 +143,16 @@ async function ensureRootfsAll(suites, { log = (m) => process.stderr.write(`nspa
  * Run a shell script chrooted into a suite's cached rootfs, in a private mount
  * namespace: binds ({hostDir: pathInside}) are mounted there only, and a tmpfs
  * covers /tmp and /run, so the cached tree is never written and nothing outlives
- * the call. Bind targets must lie under /tmp (on that tmpfs) for the same reason. The distribution's own binaries run with their own libraries (Debian's
+ * the call. A bind target must be a directory the rootfs has, or lie under /tmp
+ * (created on that tmpfs), for the same reason. The distribution's own binaries run with their own libraries (Debian's
  * Node needs its /usr/share/nodejs). Resolves {code, stdout, stderr}.
  */
 function runInRootfs(suite, script, { binds = {}, timeoutMs = 60000 } = {}) {
   const root = rootfsPath(suite);
   for (const inside of Object.values(binds)) {
-    if (!inside.startsWith('/tmp/')) throw new Error(`runInRootfs: bind target ${inside} must be under /tmp/ (a tmpfs), so the cached rootfs stays untouched`);
+    if (!inside.startsWith('/tmp/') && !fs.existsSync(path.join(root, inside))) {
+      throw new Error(`runInRootfs: bind target ${inside} is neither in the rootfs nor under /tmp/ (a tmpfs); the cached rootfs stays untouched`);
+    }
   }
   const mounts = [
     `mount -t tmpfs tunekit-tmp ${root}/tmp`,

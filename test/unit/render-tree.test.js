@@ -36,15 +36,23 @@ test('the default set writes nginx.conf, its includes and app.json at their host
     'etc/nginx/tunekit/connection-upgrade.conf',
     'etc/nginx/tunekit/logging.conf',
     'etc/nginx/tunekit/proxy.conf',
+    'etc/nginx/tunekit/shared-host.conf',
     'etc/nginx/tunekit/site.conf',
     'etc/nginx/tunekit/temp-paths.conf',
     'etc/nginx/tunekit/upstream.conf',
     'etc/tunekit-app/app.json',
   ]);
   const conf = read('etc/nginx/nginx.conf');
-  // Only the kit's own files: never Debian's sites-enabled/default (:80) or conf.d/*.
+  // A shared host (the default): the kit's files, then the distribution's
+  // include points, so the host's other sites and modules stay in force.
   const includes = conf.match(/^\s*include .*$/gm).map((l) => l.trim());
-  assert.ok(includes.every((l) => l.startsWith('include /etc/nginx/tunekit/')), includes.join('\n'));
+  assert.deepEqual(includes, [
+    'include /etc/nginx/modules-enabled/*.conf;',
+    ...['logging', 'temp-paths', 'client', 'connection-upgrade', 'upstream', 'site', 'shared-host']
+      .map((f) => `include /etc/nginx/tunekit/${f}.conf;`),
+  ]);
+  assert.deepEqual(read('etc/nginx/tunekit/shared-host.conf').match(/^include .*$/gm),
+    ['include /etc/nginx/mime.types;', 'include /etc/nginx/conf.d/*.conf;', 'include /etc/nginx/sites-enabled/*;']);
   assert.match(conf, /^worker_rlimit_nofile 8192;$/m);
   assert.match(conf, /^ {4}worker_connections 4096;$/m);
   assert.match(conf, /^ {4}accept_mutex off;$/m);
@@ -76,8 +84,9 @@ test('uds: one unix server, a keep-alive pool, HTTP/1.1 and a Connection map tha
   const site = read('etc/nginx/tunekit/site.conf');
   assert.match(site, /^ {4}listen 80 default_server backlog=4096 reuseport;$/m);
   assert.match(site, /^ {8}proxy_pass http:\/\/tunekit_app;$/m);
-  const log = read('etc/nginx/tunekit/logging.conf');
-  assert.match(log, /^access_log \/var\/log\/nginx\/tunekit-access\.log tunekit buffer=64k flush=1s;$/m);
+  // The kit's site logs to its own file; the shared host's other sites keep theirs.
+  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}access_log \/var\/log\/nginx\/tunekit-access\.log tunekit buffer=64k flush=1s;$/m);
+  assert.doesNotMatch(read('etc/nginx/tunekit/logging.conf'), /^\s*access_log/m);
 });
 
 test('tcp: host:port upstream, app listens on the same address', (t) => {
@@ -107,7 +116,7 @@ test('stock: proxy_pass straight to HOST:PORT, HTTP/1.0, Connection close, no up
   assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}listen 80 default_server backlog=511;$/m);
   assert.match(read('etc/nginx/tunekit/proxy.conf'), /^proxy_http_version 1\.0;$/m);
   assert.match(read('etc/nginx/tunekit/connection-upgrade.conf'), /^ {4}default "close";$/m);
-  assert.match(read('etc/nginx/tunekit/logging.conf'), /^access_log \/var\/log\/nginx\/tunekit-access\.log tunekit;$/m);
+  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}access_log \/var\/log\/nginx\/tunekit-access\.log tunekit;$/m);
   const app = JSON.parse(read('etc/tunekit-app/app.json'));
   assert.equal(app.listen, 'tcp:127.0.0.1:3000');
   assert.equal(app.strategy, 'round-robin');
@@ -139,7 +148,10 @@ test('every nginx tunable of the definition reaches a template (no dead knobs)',
     .map((e) => fs.readFileSync(path.join(ROOT, e.src), 'utf8')).join('\n') +
     fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/vars/main.yml'), 'utf8') +
     fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/00-app.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/20-kernel.yml'), 'utf8');
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/20-kernel.yml'), 'utf8') +
+    // Switches the roles read themselves (which sites to disable, replacing a hand-edited nginx.conf).
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/tasks/nginx-preflight.yml'), 'utf8') +
+    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_nginx/tasks/main.yml'), 'utf8');
   // tunekit_nginx_user is read by the Ansible roles (group membership) and nginx.conf.
   const unused = names.filter((n) => !new RegExp(`\\b${n}\\b`).test(templates));
   assert.deepEqual(unused, []);
@@ -222,4 +234,18 @@ test('a template that extends nginx.conf.j2 replaces one {% block %} and keeps t
   assert.match(out, /^events \{\n {4}worker_connections 1234;\n\}$/m);
   assert.doesNotMatch(out, /accept_mutex/);
   assert.match(out, /^ {4}server_tokens off;$/m);
+});
+
+test('a dedicated host includes only the kit\'s files: not Debian\'s sites-enabled/default (:80), conf.d or modules', (t) => {
+  const { dir, read } = renderSet(t, { set: ['tunekit_nginx_host_mode=dedicated'] });
+  assert.equal(fs.existsSync(path.join(dir, 'etc/nginx/tunekit/shared-host.conf')), false);
+  const includes = read('etc/nginx/nginx.conf').match(/^\s*include .*$/gm).map((l) => l.trim());
+  assert.ok(includes.every((l) => l.startsWith('include /etc/nginx/tunekit/')), includes.join('\n'));
+});
+
+test('a site that is not the default server needs a name of its own', () => {
+  assert.throws(() => config.resolve({ set: ['tunekit_nginx_default_server=false'] }),
+    /tunekit_nginx_default_server=false needs a tunekit_nginx_server_name other than "_"/);
+  const vars = config.resolve({ set: ['tunekit_nginx_default_server=false', 'tunekit_nginx_server_name=app.example.com'] });
+  assert.equal(vars.tunekit_nginx_default_server, false);
 });
