@@ -64,8 +64,10 @@ const PACKAGES = [
 // Installed afterwards with apt-get in a chroot: debootstrap's own resolver
 // cannot satisfy npm's dependencies (it fails configuring node-gyp, node-gauge
 // and npm: "Package node-cssesc is not installed", trixie, 2026-11). Only the
-// default suite needs npm (the e2e that deploys an app with dependencies).
-const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm'] };
+// default suite needs them: npm for the e2e that deploys an app with
+// dependencies, a dynamic nginx module for the shared-host e2e (a host whose
+// modules-enabled/ must stay in force).
+const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter'] };
 
 function suitePackages(suite) {
   return { packages: PACKAGES, apt: APT_PACKAGES[suite] || [] };
