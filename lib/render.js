@@ -22,6 +22,7 @@ const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { ConfigError, checkVars } = require('./config');
 const { nginxBinary } = require('./nginx');
+const accounts = require('./accounts');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
@@ -66,18 +67,6 @@ function applies(entry, vars) {
   return truthy(value);
 }
 
-function groupName(gid) {
-  try {
-    for (const line of fs.readFileSync('/etc/group', 'utf8').split('\n')) {
-      const [name, , id] = line.split(':');
-      if (Number(id) === gid) return name;
-    }
-  } catch {
-    // fall through
-  }
-  return String(gid);
-}
-
 /**
  * The values a prefixed tree is rendered with: host paths moved under dir,
  * nginx's user and the socket group set to the caller's, checks run again
@@ -95,7 +84,7 @@ function prefixVars(vars, dir) {
     out[key] = path.join(root, value);
   }
   const me = os.userInfo();
-  const group = groupName(me.gid);
+  const group = accounts.groupName(me.gid);
   out.tunekit_nginx_user = me.username;
   out.tunekit_app_user = me.username;
   out.tunekit_app_group = group;
