@@ -114,9 +114,11 @@ function isTemplated(v) {
 }
 
 // Ansible (2.19, native types) turns a template whose result is an integer into
-// an int; everything else stays a string. Mirror that for the values we derive.
+// an int and one whose result is a boolean into a bool; everything else stays a
+// string. Mirror that for the values we derive (nunjucks prints true/false).
 function nativeType(text) {
   if (/^-?\d+$/.test(text)) return Number(text);
+  if (text === 'true' || text === 'false') return text === 'true';
   return text;
 }
 
@@ -237,8 +239,22 @@ function appSettings(vars, env = createEnv()) {
   return JSON.parse(env.render(APP_SETTINGS_TEMPLATE, vars));
 }
 
+/**
+ * The values an enum tunable accepts, read from its `# Type: enum a | b | c` line
+ * in the definition (the one place they are listed).
+ * @returns {string[]}
+ */
+function choices(key) {
+  const { readDefinition } = require('./vartable'); // vartable reads this module
+  const def = readDefinition().find((d) => d.key === key);
+  const m = def && /(?:^|\bor )enum ([^]*?)(?: or |$)/.exec(def.type);
+  if (!m) throw new ConfigError(`${key} has no "# Type: enum a | b" line in ${DEFAULTS_DIR}`);
+  return m[1].split('|').map((c) => c.trim());
+}
+
 module.exports = {
   ConfigError,
+  choices,
   DEFAULTS_DIR,
   CHECKS_TEMPLATE,
   APP_SETTINGS_TEMPLATE,

@@ -13,7 +13,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { runChild } = require('../lib/util');
+const { runCommand } = require('../lib/util');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { resolve } = require('../../lib/config');
@@ -27,9 +27,8 @@ let hosts = [];
 let runner;
 let tmp;
 
-async function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
-  const r = await runChild(cmd, args, { cwd, env: { ...process.env, ...env }, merge: true, timeoutMs });
-  return { code: r.code, signal: r.signal, out: r.stdout };
+function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
+  return runCommand(cmd, args, { cwd, env, timeoutMs });
 }
 
 const playbook = (...args) => runner.playbook(...args);

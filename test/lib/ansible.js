@@ -14,7 +14,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
-const { runChild } = require('./util');
+const { runCommand } = require('./util');
 
 const ROOT = path.resolve(__dirname, '../..');
 const ANSIBLE_DIR = path.join(ROOT, 'ansible');
@@ -41,26 +41,24 @@ function createRunner(hosts, { groupVars = {}, name = 'tunekit-e2e' } = {}) {
   let plays = 0;
 
   async function playbook(args = [], { limit } = {}) {
-    const r = await runChild(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
+    const r = await runCommand(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
       cwd: ANSIBLE_DIR,
       env: {
-        ...process.env,
         ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
         ANSIBLE_FORCE_COLOR: '0',
         ANSIBLE_NOCOLOR: '1',
         ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),
         ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-local'),
       },
-      merge: true,
       timeoutMs: 900000,
     });
     const recap = {};
-    for (const m of r.stdout.matchAll(/^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)/gm)) {
+    for (const m of r.out.matchAll(/^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)/gm)) {
       recap[m[1]] = { ok: +m[2], changed: +m[3], unreachable: +m[4], failed: +m[5] };
     }
     const log = path.join(logDir, `play-${++plays}.log`);
-    fs.writeFileSync(log, r.stdout);
-    return { code: r.code, out: r.stdout, recap, log };
+    fs.writeFileSync(log, r.out);
+    return { code: r.code, out: r.out, recap, log };
   }
 
   function cleanup(passed) {
