@@ -30,8 +30,8 @@ function parseStraceC(text) {
 // caller waits, not CPU time) to pids; stop() detaches it and waits for it.
 function attach(pids, out, { wall = false, bin = 'strace' } = {}) {
   const child = spawn(bin, ['-c', '-f', ...(wall ? ['-w'] : []), '-o', out, ...pids.flatMap((p) => ['-p', String(p)])], { stdio: 'ignore' });
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  return { stop: () => { child.kill('SIGINT'); return exited; } };
+  const exited = new Promise((resolve) => child.on('close', resolve));
+  return { child, stop: () => { child.kill('SIGINT'); return exited; } };
 }
 
 async function count(name, opts, { duration, connections }) {
