@@ -3,6 +3,7 @@
 // workers and (optionally) a load to drive through nginx, it runs bounded
 // phases, one tool at a time so that no tool's cost lands in another's figures:
 //
+//   warm-up      the load, not counted (JIT, upstream connections)
 //   baseline     the load alone: req/s without any tracer
 //   perf record  cpu-clock samples with call stacks of every worker; queues
 //                (ss -l) and TCP counters (/proc/net/netstat) sampled meanwhile
@@ -246,6 +247,9 @@ async function profile({ groups, duration, load = null, watch = [], dir, tools: 
   const out = { duration, phases: {}, warnings: [] };
   try {
     if (load) {
+      // Not counted: V8 compiles the hot paths and nginx opens its upstream
+      // connections here, or the first measured phase would be the slowest.
+      await load('warm-up');
       const b = await phase('baseline');
       out.phases.baseline = b.load;
       out.coreShare = b.cores;
