@@ -45,7 +45,7 @@ options:
   --unit NAME         a systemd unit whose main process is one of those (repeatable)
   --duration S        seconds per phase (default 3, 1 to 60)
   --connections N     --demo: concurrent client connections (default 50, 1 to 1000)
-  --upstream KIND     --demo: ${choices('tunekit_upstream_kind').join(' | ')} (default uds)
+  --upstream KIND     --demo: ${choices('tunekit_upstream_kind').join(' | ')} (default: uds; tcp for stock)
   --profile NAME      --demo: ${choices('tunekit_profile').join(' | ')} (default tuned)
   --workers N         --demo: app workers (default 2)
   --module FILE       --demo: the app to serve (default: the example app)
@@ -68,7 +68,7 @@ function parse(argv) {
         unit: { type: 'string', multiple: true, default: [] },
         duration: { type: 'string', default: '3' },
         connections: { type: 'string', default: '50' },
-        upstream: { type: 'string', default: 'uds' },
+        upstream: { type: 'string' },
         profile: { type: 'string', default: 'tuned' },
         workers: { type: 'string', default: '2' },
         module: { type: 'string' },
@@ -115,7 +115,7 @@ function doctorLines(stack) {
 async function profileDemo(opts, common) {
   const connections = bounded('connections', opts.connections, 1, 1000);
   const stack = await startStack({
-    upstream: oneOf('upstream', opts.upstream, choices('tunekit_upstream_kind')),
+    upstream: opts.upstream ? oneOf('upstream', opts.upstream, choices('tunekit_upstream_kind')) : null,
     profile: oneOf('profile', opts.profile, choices('tunekit_profile')),
     workers: bounded('workers', opts.workers, 1, Math.max(64, os.availableParallelism())),
     module: opts.module || null,
