@@ -126,8 +126,10 @@ async function profileDemo(opts, common) {
   process.once('SIGTERM', interrupted);
   try {
     const p = stack.pids();
-    const groups = { nginx: p.nginx.slice(1), app: stack.ready.workers || p.app.slice(1) };
-    console.log(`tunekit profile: stack at ${stack.url} (${stack.profile}, upstream ${stack.upstream}), nginx workers ${groups.nginx.join(' ')}, app workers ${groups.app.join(' ')}`);
+    // The app group holds the primary too: with the round-robin strategy (Node's
+    // default, the stock profile's) it is the primary that accepts connections.
+    const groups = { nginx: p.nginx.slice(1), app: [p.app[0], ...(stack.ready.workers || p.app.slice(1))] };
+    console.log(`tunekit profile: stack at ${stack.url} (${stack.profile}, upstream ${stack.upstream}), nginx workers ${groups.nginx.join(' ')}, app primary and workers ${groups.app.join(' ')}`);
     const target = nginxTarget('profile', stack);
     const load = async (phase) => {
       console.log(`  ${phase}: ${connections} connections for ${common.duration} s ...`);

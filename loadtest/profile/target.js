@@ -28,7 +28,8 @@ function identify(pid) {
   if (!Number.isInteger(pid) || pid < 1 || !alive(pid)) throw new ProfileError(`pid ${pid}: no such process`);
   const cmd = cmdline(pid);
   if (RUNNER.test(cmd)) {
-    return { kind: 'app', main: pid, workers: childrenOf(pid).filter((k) => WORKER.test(cmdline(k))) };
+    // The primary too: with the round-robin strategy it accepts the connections.
+    return { kind: 'app', main: pid, workers: [pid, ...childrenOf(pid).filter((k) => WORKER.test(cmdline(k)))] };
   }
   if (WORKER.test(cmd)) return { kind: 'app', main: pid, workers: [pid] };
   if (cmd.startsWith('nginx: master process')) {
