@@ -121,6 +121,7 @@ async function profileDemo(opts, common) {
     module: opts.module || null,
     set: ['tunekit_app_perf_map=true'],
   });
+  const appPids = stack.pids().app;
   const interrupted = () => stack.stop().finally(() => process.exit(130));
   process.once('SIGINT', interrupted);
   process.once('SIGTERM', interrupted);
@@ -144,6 +145,8 @@ async function profileDemo(opts, common) {
     process.removeListener('SIGINT', interrupted);
     process.removeListener('SIGTERM', interrupted);
     await stack.stop();
+    // The workers' perf maps outlive them (V8 never removes its map file).
+    for (const pid of appPids) fs.rmSync(path.join(os.tmpdir(), `perf-${pid}.map`), { force: true });
   }
 }
 
