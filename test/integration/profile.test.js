@@ -129,6 +129,7 @@ test('--pid on a running runner: stops by itself, leaves no tracer attached and 
   await runner.ready();
   const workers = [...runner.workerPids];
   assert.equal(workers.length, 1);
+  t.after(() => fs.rmSync(path.join(os.tmpdir(), `perf-${workers[0]}.map`), { force: true }));
   assert.ok(fs.readFileSync(`/proc/${workers[0]}/cmdline`, 'utf8').includes('--perf-basic-prof-only-functions'));
   const r = await profile(t, ['--pid', String(runner.pid), '--duration', '1']);
   assert.equal(r.code, 0, r.out);
