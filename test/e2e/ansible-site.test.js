@@ -11,12 +11,12 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
-const { runCommand } = require('../lib/util');
 const { resolve } = require('../../lib/config');
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -35,7 +35,17 @@ let logDir;
 let plays = 0;
 
 function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
-  return runCommand(cmd, args, { cwd, env, timeoutMs });
+  return new Promise((done) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      done({ code: code ?? 128, signal, out });
+    });
+  });
 }
 
 // Runs site.yml against the test inventory; returns { code, out, recap }.

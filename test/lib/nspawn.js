@@ -42,8 +42,6 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { alive } = require('../../lib/proc');
-const { sleep, runCommand } = require('./util');
 
 const SUITE = 'trixie';
 const MIRROR = process.env.TUNEKIT_DEBIAN_MIRROR || 'http://deb.debian.org/debian';
@@ -156,6 +154,15 @@ function slotAddresses(n) {
   return { hostIp: `${net}.1`, ip: `${net}.2`, cidr: `${net}.0/30` };
 }
 
+function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
+
 function routedHere(cidrPrefix) {
   const r = run('ip', ['-4', '-o', 'addr', 'show']);
   const routes = run('ip', ['-4', 'route', 'show']);
@@ -175,7 +182,7 @@ function claimSlot() {
       try {
         owner = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8'));
       } catch { /* being created right now, or empty: leave it */ }
-      if (!owner || alive(owner)) continue;
+      if (!owner || pidAlive(owner)) continue;
       fs.rmSync(dir, { recursive: true, force: true });
       try {
         fs.mkdirSync(dir);
@@ -193,6 +200,29 @@ function claimSlot() {
     return n;
   }
   throw new Error(`no free network slot under ${SLOT_DIR} (all ${MAX_SLOTS - 1} in use); stop old test containers`);
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function runAsync(cmd, args, { input, timeoutMs = 600000 } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr });
+    });
+    if (input != null) {
+      child.stdin.on('error', () => {}); // the command may exit without reading it
+      child.stdin.end(input);
+    }
+  });
 }
 
 function writeInto(root, rel, text, mode = 0o644) {
@@ -293,7 +323,7 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
   must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
   must('ip', ['link', 'set', host.iface, 'up']);
 
-  host.ssh = (cmd, opts) => runCommand('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
+  host.ssh = (cmd, opts) => runAsync('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
   // Wait for sshd; then for boot to settle (nginx etc. may still be starting).
   let last;
   while (Date.now() < deadline) {
@@ -369,7 +399,7 @@ function cleanupSync(h) {
   if (h.pid) {
     try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
     // Wait (bounded) for the kernel to reap it so the overlay is not busy.
-    for (let i = 0; i < 50 && alive(h.pid); i++) spawnSync('sleep', ['0.1']);
+    for (let i = 0; i < 50 && pidAlive(h.pid) && !isZombie(h.pid); i++) spawnSync('sleep', ['0.1']);
   }
   if (fs.existsSync(`/sys/class/net/${h.iface}`)) run('ip', ['link', 'del', h.iface]);
   if (h.mounted) {
@@ -389,6 +419,14 @@ function cleanupSync(h) {
     h.slot = null;
   }
   live.delete(h);
+}
+
+function isZombie(pid) {
+  try {
+    return /\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
 }
 
 function cleanupAllSync() {
