@@ -3,7 +3,8 @@
 // schemas of the last three releases kubernetes-validate bundles, and the pod's
 // two containers, run here as two processes with exactly the manifest's
 // commands, users and groups (no container runtime runs on this machine),
-// serve through the shared socket and stop without losing a request.
+// serve through the shared socket and stop without losing a request; without
+// the app's preStop the same stop loses requests.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -120,7 +121,10 @@ function killTree(pid) {
   try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
 }
 
-test('the two containers as processes: the socket is theirs only, and the termination sequence loses no request', async (t) => {
+// Boot the pod as processes, check the socket, put a bounded load on it and
+// delete it. appPreStop false: the app container gets SIGTERM at once (no hook),
+// the mistake the matched hooks exist to prevent.
+async function runPod(t, { appPreStop = true } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-pod-'));
   fs.chmodSync(tmp, 0o755);
   const started = [];
@@ -224,9 +228,11 @@ test('the two containers as processes: the socket is theirs only, and the termin
   const deadline = deletedAt + grace * 1000;
   setTimeout(() => { routed = false; }, (delay * 1000) / 2);
   const stop = async (c, rec) => {
-    const hook = asContainer(c, fsGroup, c.lifecycle.preStop.exec.command);
-    const r = await runCommand(hook[0], hook.slice(1), { cwd: tmp, timeoutMs: grace * 1000 });
-    assert.equal(r.code, 0, `${c.name} preStop: ${r.out}`);
+    if (c.name === 'nginx' || appPreStop) {
+      const hook = asContainer(c, fsGroup, c.lifecycle.preStop.exec.command);
+      const r = await runCommand(hook[0], hook.slice(1), { cwd: tmp, timeoutMs: grace * 1000 });
+      assert.equal(r.code, 0, `${c.name} preStop: ${r.out}`);
+    }
     if (alive(rec.pid)) process.kill(rec.pid, 'SIGTERM'); // after its preStop returns, as the kubelet does
     const killer = setTimeout(() => killTree(rec.pid), Math.max(0, deadline - Date.now()));
     const exit = await rec.exit;
@@ -237,10 +243,21 @@ test('the two containers as processes: the socket is theirs only, and the termin
   await Promise.all(clients);
   agent.destroy();
 
+  return { tally, nginxExit, appExit, deadline, grace, appLog: () => fs.readFileSync(logs.app, 'utf8') };
+}
+
+test('the two containers as processes: the socket is theirs only, and the termination sequence loses no request', async (t) => {
+  const { tally, nginxExit, appExit, deadline, grace, appLog } = await runPod(t);
   assert.deepEqual(tally.failed, [], `failed requests (of ${tally.ok + tally.failed.length})`);
   assert.ok(tally.ok > 0 && tally.okAfterDelete > 0, `served ${tally.ok}, ${tally.okAfterDelete} after the delete`);
   // Both stopped on their own within the grace period, nginx first.
-  assert.deepEqual([nginxExit.code, appExit.code], [0, 0], `nginx ${JSON.stringify(nginxExit)}, app ${JSON.stringify(appExit)}\n${fs.readFileSync(logs.app, 'utf8').slice(-2000)}`);
+  assert.deepEqual([nginxExit.code, appExit.code], [0, 0], `nginx ${JSON.stringify(nginxExit)}, app ${JSON.stringify(appExit)}\n${appLog().slice(-2000)}`);
   assert.ok(appExit.at <= deadline && nginxExit.at <= appExit.at, 'nginx exits before the app, both within the grace period');
   t.diagnostic(`served ${tally.ok} requests, ${tally.okAfterDelete} after the delete, 0 failed; grace ${grace} s`);
+});
+
+test('without the app\'s preStop (SIGTERM at once) the same delete fails requests: the matched hooks are what saves them', async (t) => {
+  const { tally } = await runPod(t, { appPreStop: false });
+  assert.ok(tally.failed.length > 0, `served ${tally.ok}, none failed although the app drained while nginx still accepted`);
+  t.diagnostic(`${tally.failed.length} of ${tally.ok + tally.failed.length} failed: ${[...new Set(tally.failed)].join(', ')}`);
 });
