@@ -17,6 +17,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { normalize, readSettingsFile, parseListen, parseMode, socketPaths } = require('./settings');
 const sock = require('./socket');
+const { AppError } = require('./errors');
 
 const WORKER_ENTRY = path.join(__dirname, 'worker.js');
 // Extra time after drainTimeoutMs before the primary SIGKILLs a worker that is
@@ -404,7 +405,7 @@ class Primary {
     try {
       await this.bindListeners();
     } catch (err) {
-      if (err.name !== 'ListenError' && err.name !== 'ConfigError') throw err;
+      if (!(err instanceof AppError)) throw err;
       this.log('error', 'listen-refused', { error: err.message, code: err.code });
       process.stderr.write(`tunekit: ${err.message}\n`);
       this.releaseListeners();

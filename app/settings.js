@@ -11,13 +11,7 @@ const SUN_PATH_MAX = 107;
 
 const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
 
-// Named ConfigError so the tunekit CLI prints it as one line (bin/tunekit.js).
-class SettingsError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',

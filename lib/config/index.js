@@ -7,25 +7,22 @@
 //   3. --set key=value pairs, in order                       (like -e key=value)
 // Values are strings that may hold Jinja expressions ("{{ a * 2 }}"); they are
 // evaluated lazily against the merged set, as Ansible does, so a derived value
-// follows whatever its inputs were overridden to. Then checks.j2 (the cross-layer
-// rules, shared with the Ansible role) is rendered; every line it prints is a
-// refusal that names both values.
+// follows whatever its inputs were overridden to. Every value is checked against
+// its `# Type:` line (types.js): the values as given first, so a wrong input is
+// blamed rather than the value derived from it, then the derived ones. Then
+// checks.j2 (the cross-layer rules, shared with the Ansible role) is rendered;
+// every line it prints is a refusal that names both values.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
+const types = require('./types');
+const { ConfigError } = require('../errors');
 
 const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
 const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
-
-class ConfigError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
 
 function defaultFiles() {
   return fs.readdirSync(DEFAULTS_DIR)
@@ -80,6 +77,28 @@ function parseSet(pair) {
   }
   if (value === null && raw.trim() === '') value = '';
   return [key, value];
+}
+
+// A value typed on the command line, as Ansible's -e reads it: a string-valued
+// tunable keeps the text as typed ("1.0" stays "1.0", "0660" stays "0660"); others
+// take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
+function fromText(defaultValue, text) {
+  const [, v] = parseSet(`x=${text}`);
+  const keepText = typeof defaultValue === 'string' && !isTemplated(defaultValue) && typeof v !== 'string';
+  return keepText ? text : v;
+}
+
+/**
+ * Check values typed on the command line ([{key, value: text, where}]) against
+ * their variables' types alone; returns the values read, or throws ConfigError.
+ * For a command that takes a rendered file rather than the definition.
+ */
+function checkFlagTypes(flags) {
+  const defaults = loadDefaults();
+  const typeOf = types.readTypes(defaultFiles());
+  const values = Object.fromEntries(flags.map((f) => [f.key, fromText(defaults[f.key], f.value)]));
+  refuseWrongTypes(flags.map((f) => f.key), values, typeOf, Object.fromEntries(flags.map((f) => [f.key, f.where])));
+  return values;
 }
 
 function closest(name, names) {
@@ -159,14 +178,20 @@ function evaluate(raw) {
  * @param {string[]} [opts.varsFiles]  YAML files, applied in order
  * @param {string[]} [opts.set]        "key=value" pairs, applied in order
  * @param {object}   [opts.overrides]  already-parsed overrides, applied last
+ * @param {{key: string, value: *, where: string}[]} [opts.flags]
+ *                                     a command's flags mapped to variables
+ *                                     (where: "--workers 4"), applied last
  * @param {boolean}  [opts.check=true] refuse sets that break a cross-layer rule
+ *                                     (the types are checked always)
  * @returns {object} every tunekit_* variable with its final value
  */
-function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}) {
+function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check = true } = {}) {
   const raw = loadDefaults();
   const defaults = { ...raw };
   const known = Object.keys(raw);
-  const apply = (key, value, where) => {
+  const typeOf = types.readTypes(defaultFiles());
+  const where = Object.fromEntries(known.map((k) => [k, `the definition, ${path.relative(ROOT, typeOf[k].file)}`]));
+  const apply = (key, value, from) => {
     if (!(key in raw)) {
       const hint = closest(key, known);
       throw new ConfigError(
@@ -175,21 +200,25 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
       );
     }
     raw[key] = value;
+    where[key] = from;
   };
   for (const file of varsFiles) {
     for (const [k, v] of Object.entries(readYamlFile(file))) apply(k, v, file);
   }
   for (const pair of set) {
-    const [k, v] = parseSet(pair);
-    // A string-valued tunable keeps the text as typed ("1.0" stays "1.0"); others
-    // take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
-    const keepText = typeof defaults[k] === 'string' && !isTemplated(defaults[k]) && typeof v !== 'string';
-    apply(k, keepText ? pair.slice(pair.indexOf('=') + 1) : v, `--set ${pair}`);
+    const [k] = parseSet(pair);
+    apply(k, fromText(defaults[k], pair.slice(pair.indexOf('=') + 1)), `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
+  for (const f of flags) apply(f.key, fromText(defaults[f.key], f.value), f.where);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
 
+  // The values as given, then (once they are right) the ones derived from them.
+  const given = known.filter((k) => !isTemplated(raw[k]));
+  refuseWrongTypes(given, raw, typeOf, where);
   const vars = evaluate(raw);
+  const derived = known.filter((k) => isTemplated(raw[k]));
+  refuseWrongTypes(derived, vars, typeOf, Object.fromEntries(derived.map((k) => [k, derivedFrom(k, raw[k], where[k])])));
   const env = createEnv();
   if (check) {
     const problems = checkVars(vars, env);
@@ -198,6 +227,17 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
     }
   }
   return vars;
+}
+
+function refuseWrongTypes(keys, values, typeOf, where) {
+  const problems = keys.map((k) => types.problem(k, values[k], typeOf[k], where[k])).filter(Boolean);
+  if (problems.length === 1) throw new ConfigError(problems[0]);
+  if (problems.length) throw new ConfigError(`values of the wrong type:\n  - ${problems.join('\n  - ')}`);
+}
+
+function derivedFrom(key, template, from) {
+  const inputs = [...new Set(template.match(/\btunekit_\w+/g) || [])];
+  return `${from}, derived from ${inputs.join(', ')}`;
 }
 
 // The nginx version the files are for: as set, or (empty) the local nginx's.
@@ -234,7 +274,13 @@ function checkVars(vars, env = createEnv()) {
  * same template Ansible installs as tunekit_app_config_path).
  */
 function appSettings(vars, env = createEnv()) {
-  return JSON.parse(env.render(APP_SETTINGS_TEMPLATE, vars));
+  const text = env.render(APP_SETTINGS_TEMPLATE, vars);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    // The types are checked before this; a template that still renders bad JSON is the kit's bug.
+    throw new Error(`${APP_SETTINGS_TEMPLATE} rendered invalid JSON (${err.message}); this is a bug in the template`);
+  }
 }
 
 module.exports = {
@@ -247,6 +293,7 @@ module.exports = {
   readYamlFile,
   parseSet,
   resolve,
+  checkFlagTypes,
   requireNginxVersion,
   checkVars,
   appSettings,
