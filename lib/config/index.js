@@ -71,7 +71,8 @@ function parseSet(pair) {
   const raw = pair.slice(eq + 1);
   let value;
   try {
-    value = YAML.parse(raw);
+    // A template stays text, as Ansible's -e key=value keeps it ("{{ x }}" is no YAML mapping).
+    value = isTemplated(raw) ? raw : YAML.parse(raw);
   } catch {
     value = raw;
   }
@@ -141,7 +142,9 @@ function nativeType(text) {
 
 // Evaluate templated values in dependency order (a value is rendered once every
 // tunekit_* name it mentions is final), as Ansible's lazy templating would.
-function evaluate(raw) {
+// checkValue(key, value) runs on each derived value as soon as it is known, so a
+// wrong one is named before anything derived from it fails in turn.
+function evaluate(raw, checkValue = () => {}) {
   const env = createEnv();
   const vars = {};
   const pending = new Map();
@@ -161,6 +164,7 @@ function evaluate(raw) {
       } catch (err) {
         throw new ConfigError(`cannot evaluate ${key} = "${raw[key]}": ${err.message.replace(/\s+/g, ' ')}`);
       }
+      checkValue(key, vars[key]);
       pending.delete(key);
       progressed = true;
     }
@@ -216,9 +220,7 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   // The values as given, then (once they are right) the ones derived from them.
   const given = known.filter((k) => !isTemplated(raw[k]));
   refuseWrongTypes(given, raw, typeOf, where);
-  const vars = evaluate(raw);
-  const derived = known.filter((k) => isTemplated(raw[k]));
-  refuseWrongTypes(derived, vars, typeOf, Object.fromEntries(derived.map((k) => [k, derivedFrom(k, raw[k], where[k])])));
+  const vars = evaluate(raw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(raw[k], where[k]) }));
   const env = createEnv();
   if (check) {
     const problems = checkVars(vars, env);
@@ -235,9 +237,9 @@ function refuseWrongTypes(keys, values, typeOf, where) {
   if (problems.length) throw new ConfigError(`values of the wrong type:\n  - ${problems.join('\n  - ')}`);
 }
 
-function derivedFrom(key, template, from) {
+function derivedFrom(template, from) {
   const inputs = [...new Set(template.match(/\btunekit_\w+/g) || [])];
-  return `${from}, derived from ${inputs.join(', ')}`;
+  return inputs.length ? `${from}, derived from ${inputs.join(', ')}` : from;
 }
 
 // The nginx version the files are for: as set, or (empty) the local nginx's.
@@ -247,10 +249,7 @@ function derivedFrom(key, template, from) {
 function targetNginxVersion(value) {
   let version = value == null ? '' : String(value).trim();
   if (version === '') version = require('../nginx').nginxVersion() || '';
-  if (version !== '' && !/^\d+\.\d+\.\d+$/.test(version)) {
-    throw new ConfigError(`tunekit_nginx_version="${version}" is not an nginx version; write it as X.Y.Z, as \`nginx -v\` prints it (e.g. 1.22.1)`);
-  }
-  return version;
+  return version; // its Type (version or "") is checked with the others
 }
 
 /** Refuse to render nginx's files for an unknown nginx version. */
