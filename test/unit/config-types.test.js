@@ -124,3 +124,30 @@ for (const argv of CLI) {
     assert.doesNotMatch(r.stderr, /\n\s+at /);
   });
 }
+
+// The Ansible role's copy of the rules: generated from the same Type lines.
+test(`${types.TYPES_TEMPLATE} is generated from the Type lines and current`, () => {
+  const file = path.join(ROOT, types.TYPES_TEMPLATE);
+  assert.equal(fs.readFileSync(file, 'utf8'), types.jinjaChecks(typeOf),
+    `${types.TYPES_TEMPLATE} is stale; run: node lib/config/types.js --write`);
+});
+
+test(`${types.TYPES_TEMPLATE} (as nunjucks renders it) passes the defaults and names every wrong scalar`, () => {
+  const { createEnv } = require('../../lib/template');
+  const env = createEnv();
+  const vars = config.resolve({ set: ['tunekit_nginx_version=1.22.1'] });
+  assert.equal(env.render(types.TYPES_TEMPLATE, vars).trim(), '');
+  const wrong = { ...vars };
+  const expectLines = [];
+  for (const [key, type] of Object.entries(typeOf)) {
+    // list and map have no test both Jinja dialects share; YAML gives them their shape.
+    if (type.alternatives.some((a) => a.kind === 'list' || a.kind === 'map')) continue;
+    // Text, as -e key=value gives it: a word or a negative number.
+    const value = ['abc', '-3'].find((w) => types.mismatch(w, type) !== null);
+    if (value === undefined) continue; // string and path take any line of text
+    wrong[key] = value;
+    expectLines.push(`${key}=${value} is not ${type.spec}: expected ${types.expected(type)}`);
+  }
+  assert.ok(expectLines.length > 80, `${expectLines.length} variables checked`);
+  assert.deepEqual(env.render(types.TYPES_TEMPLATE, wrong).trim().split('\n'), expectLines);
+});
