@@ -27,12 +27,14 @@ options:
   --socket-group G      group of the socket (name or gid); nginx's user must be in it
   --drain-timeout SEC   on SIGTERM/SIGINT, finish in-flight requests for at most SEC
   --config FILE         read a rendered app.json instead of the definition
+  --log FORMAT          auto (text on a terminal, else JSON lines; default) | json | text
   --vars FILE.yml       variables file, like ansible-playbook -e @FILE (repeatable)
   --set key=value       one variable, like -e key=value (repeatable)
   -h, --help            this text
 
 Signals: SIGTERM/SIGINT drain and exit; SIGHUP restarts the workers one at a time.
-Logs: one JSON line per event on stdout; "event":"ready" once every worker listens.`;
+Logs: one line per event on stdout (JSON lines unless on a terminal or --log text);
+the "ready" event comes once every worker listens.`;
 
 // Each flag sets a variable of the definition, so it passes the same type and
 // cross-layer checks as `--set` (lib/config). --listen fd:N and systemd have no
@@ -56,6 +58,7 @@ function parse(argv) {
       'socket-group': { type: 'string' },
       'drain-timeout': { type: 'string' },
       config: { type: 'string' },
+      log: { type: 'string' },
       vars: { type: 'string', multiple: true, default: [] },
       set: { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean', short: 'h', default: false },
@@ -65,6 +68,10 @@ function parse(argv) {
   }, 'tunekit run --help');
   if (positionals.length > 1) {
     throw new UsageError(`one MODULE at most, got ${positionals.length}: ${positionals.join(' ')}`);
+  }
+  const { FORMATS } = require('../../app/log');
+  if (values.log !== undefined && !FORMATS.includes(values.log)) {
+    throw new UsageError(`--log ${values.log}: expected one of ${FORMATS.join(', ')}`);
   }
   if (values.config && (values.vars.length || values.set.length)) {
     throw new UsageError('--config reads a rendered app.json; --vars and --set apply to the definition instead: use one or the other');
@@ -156,6 +163,8 @@ async function main(argv) {
     console.log(HELP);
     return 0;
   }
+  const { log } = parse(argv);
+  if (log !== undefined) process.env.TUNEKIT_LOG = log; // the primary and its workers read it
   const { runPrimary } = require('../../app/cluster');
   return runPrimary(settings);
 }

@@ -231,3 +231,14 @@ test('MODULE loading: handler, factory, server, and what a wrong export is told'
   const example = await loadApp('');
   assert.equal(example.source, 'example');
 });
+
+test('the runner knows the strategies the definition allows (app/ cannot read the definition on a host)', () => {
+  const { readTypes } = require('../../lib/config/types');
+  const [alt] = readTypes(config.defaultFiles()).tunekit_app_strategy.alternatives;
+  assert.deepEqual(alt.values, settings.STRATEGIES);
+});
+
+test('a rendered app.json carries the kill grace the definition sets', () => {
+  const { settings: s } = settingsFor(['--set', 'tunekit_app_kill_grace_ms=500']);
+  assert.equal(s.killGraceMs, 500);
+});
