@@ -13,6 +13,7 @@ const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const accounts = require('./accounts');
 const nginxconf = require('./nginxconf');
 const { childrenOf } = require('./proc');
 const { findNginx } = require('./nginx');
@@ -66,26 +67,11 @@ function listeners() {
   return out;
 }
 
-function passwd() {
-  const users = new Map();
-  for (const line of (readText('/etc/passwd') || '').split('\n')) {
-    const f = line.split(':');
-    if (f.length >= 4) users.set(f[0], { uid: Number(f[2]), gid: Number(f[3]) });
-  }
-  const groups = new Map();
-  for (const line of (readText('/etc/group') || '').split('\n')) {
-    const f = line.split(':');
-    if (f.length >= 4) groups.set(Number(f[2]), { name: f[0], members: f[3] ? f[3].split(',') : [] });
-  }
-  return { users, groups };
-}
-
 /** Can `user` connect() to the socket at `file`: write on it, search on every parent. */
 function access(file, user) {
-  const { users, groups } = passwd();
-  const u = users.get(user);
+  const u = accounts.users().get(user);
   if (!u) return { ok: false, why: `user ${user} does not exist` };
-  const gids = new Set([u.gid, ...[...groups].filter(([, g]) => g.members.includes(user)).map(([gid]) => gid)]);
+  const gids = new Set([u.gid, ...accounts.groups().filter((g) => g.members.includes(user)).map((g) => g.gid)]);
   const may = (st, bits) => {
     if (u.uid === 0) return true;
     if (st.uid === u.uid) return ((st.mode >> 6) & bits) === bits;
@@ -108,10 +94,6 @@ function access(file, user) {
   return { ok: true };
 }
 
-function groupName(gid) {
-  const g = passwd().groups.get(gid);
-  return g ? g.name : String(gid);
-}
 
 function healthz(socketPath, timeoutMs = 3000) {
   return new Promise((resolve) => {
@@ -180,10 +162,10 @@ async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNgin
       entry.exists = true;
       entry.isSocket = st.isSocket();
       entry.mode = st.mode & 0o777;
-      entry.group = groupName(st.gid);
+      entry.group = accounts.groupName(st.gid);
       const dst = fs.statSync(path.dirname(p));
       entry.dirMode = dst.mode & 0o777;
-      entry.dirGroup = groupName(dst.gid);
+      entry.dirGroup = accounts.groupName(dst.gid);
       if (facts.nginx && facts.nginx.user) entry.nginxAccess = access(p, facts.nginx.user);
     } catch (err) {
       entry.error = err.code;

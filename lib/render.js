@@ -23,6 +23,7 @@ const { createEnv, ROOT } = require('./template');
 const { checkVars, requireNginxVersion } = require('./config');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
+const accounts = require('./accounts');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
@@ -67,18 +68,6 @@ function applies(entry, vars) {
   return truthy(value);
 }
 
-function groupName(gid) {
-  try {
-    for (const line of fs.readFileSync('/etc/group', 'utf8').split('\n')) {
-      const [name, , id] = line.split(':');
-      if (Number(id) === gid) return name;
-    }
-  } catch {
-    // fall through
-  }
-  return String(gid);
-}
-
 /**
  * The values a prefixed tree is rendered with: host paths moved under dir,
  * nginx's user and the socket group set to the caller's, checks run again
@@ -98,7 +87,7 @@ function prefixVars(vars, dir) {
   // A prefixed tree is self-contained: nothing of the host's nginx is included.
   out.tunekit_nginx_host_mode = 'dedicated';
   const me = os.userInfo();
-  const group = groupName(me.gid);
+  const group = accounts.groupName(me.gid);
   out.tunekit_nginx_user = me.username;
   out.tunekit_app_user = me.username;
   out.tunekit_app_group = group;
@@ -132,11 +121,10 @@ function templateError(src, err) {
  * @param {object} [opts]
  * @param {object} [opts.contentVars=vars]  values the file contents are rendered with
  * @param {string[]} [opts.layers]  only these layers (nginx, app, systemd, sysctl, pm2)
- * @param {boolean} [opts.skipMissing=false]  leave out entries whose template does not exist
  * @param {object[]} [opts.manifest]  entries to render instead of the manifest file's
  * @returns {{dest: string, src: string, layer: string, mode: number, content: string}[]}
  */
-function renderAll(vars, { contentVars = vars, layers = null, skipMissing = false, manifest = null } = {}) {
+function renderAll(vars, { contentVars = vars, layers = null, manifest = null } = {}) {
   const env = createEnv();
   const out = [];
   const missing = [];
@@ -165,7 +153,7 @@ function renderAll(vars, { contentVars = vars, layers = null, skipMissing = fals
     }
     out.push({ dest, src: entry.src, layer: entry.layer, mode: parseInt(String(entry.mode || '0644'), 8), content });
   }
-  if (missing.length && !skipMissing) {
+  if (missing.length) {
     throw new ConfigError(
       `templates listed in ${MANIFEST} do not exist: ${missing.join(', ')}. ` +
         'Restore them, or render only the layers you need (--layer nginx --layer app).',
@@ -194,14 +182,13 @@ function writeAtomic(file, content, mode) {
  * @param {object} [opts]
  * @param {boolean} [opts.prefix=false]  make the tree self-contained (see top)
  * @param {string[]} [opts.layers]  only these layers
- * @param {boolean} [opts.skipMissing=false]  leave out templates not written yet
  * @param {object[]} [opts.manifest]  entries to render instead of the manifest file's
  * @returns {{files: string[], dirs: string[], vars: object}} absolute paths written, the values used
  */
-function render(vars, outDir, { prefix = false, layers = null, skipMissing = false, manifest = null } = {}) {
+function render(vars, outDir, { prefix = false, layers = null, manifest = null } = {}) {
   const root = path.resolve(outDir);
   const contentVars = prefix ? prefixVars(vars, root) : vars;
-  const rendered = renderAll(vars, { contentVars, layers, skipMissing, manifest });
+  const rendered = renderAll(vars, { contentVars, layers, manifest });
   const files = [];
   for (const r of rendered) {
     const file = path.join(root, r.dest);
@@ -240,10 +227,10 @@ function checkNginx(prefixedVars) {
  * Validate a set before it is written: render a prefixed twin into a temp dir,
  * run `nginx -t` on it, remove it. Throws a ConfigError with nginx's message.
  */
-function validate(vars, { layers = null, skipMissing = false } = {}) {
+function validate(vars, { layers = null } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-check-'));
   try {
-    const { vars: pv } = render(vars, dir, { prefix: true, layers: layers ? [...new Set([...layers, 'nginx'])] : null, skipMissing });
+    const { vars: pv } = render(vars, dir, { prefix: true, layers: layers ? [...new Set([...layers, 'nginx'])] : null });
     const r = checkNginx(pv);
     if (!r.ok) {
       const msg = r.output.split(dir).join('');

@@ -175,7 +175,8 @@ async function startStack({
   env = {},
   detached = false,
 } = {}) {
-  if (!['tuned', 'stock'].includes(profile)) throw new config.ConfigError(`profile must be tuned or stock, not ${profile}`);
+  const profiles = config.choices('tunekit_profile');
+  if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
   const kind = upstream || (profile === 'stock' ? 'tcp' : 'uds');
   const nginxPort = port || await freePort();
   const sets = [

@@ -4,6 +4,7 @@
 
 const { parseArgs } = require('node:util');
 const { UsageError } = require('../lib/errors');
+const { choices } = require('../lib/config');
 const { cores } = require('./cpu');
 const { available: wrkAvailable } = require('./wrk');
 
@@ -44,8 +45,8 @@ const COMMON = {
 };
 
 const LOADTEST = {
-  upstream: { type: 'string', conv: oneOf(['uds', 'tcp', 'per-worker']), help: 'upstream of the local stack (default uds; tcp with --profile stock)' },
-  profile: { type: 'string', conv: oneOf(['tuned', 'stock']), dflt: 'tuned', help: 'kit-tuned or stock nginx/Node settings' },
+  upstream: { type: 'string', conv: oneOf(choices('tunekit_upstream_kind')), help: 'upstream of the local stack (default uds; tcp with --profile stock)' },
+  profile: { type: 'string', conv: oneOf(choices('tunekit_profile')), dflt: 'tuned', help: 'kit-tuned or stock nginx/Node settings' },
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '10' },
   driver: { ...COMMON.driver, dflt: 'autocannon' },

@@ -1,5 +1,5 @@
 'use strict';
-// tunekit demo [--keep] [--upstream uds|tcp|per-worker] [--duration S] [--connections N]
+// tunekit demo [--keep] [--upstream KIND] [--duration S] [--connections N]
 // tunekit demo --stop DIR
 //
 // Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (a free,
@@ -14,6 +14,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { choices } = require('../../lib/config');
 const { startStack, stopDir, stackFiles, STACK_PREFIX } = require('../../lib/stack');
 const { alive } = require('../../lib/proc');
 const { measure } = require('../../loadtest/measure');
@@ -29,7 +30,7 @@ short burst through nginx; print the URL, the socket, the workers that answered,
 req/s and latency; stop and remove everything.
 
 options:
-  --upstream KIND     uds (default) | tcp | per-worker
+  --upstream KIND     ${choices('tunekit_upstream_kind').join(' | ')} (default uds)
   --workers N         app workers (default 2)
   --duration S        burst length in seconds (default 3, at most 60)
   --connections N     concurrent client connections (default 20, at most 1000)
@@ -92,8 +93,9 @@ async function main(argv) {
     return 0;
   }
   if (opts.stop) return stopCommand(opts.stop);
-  if (!['uds', 'tcp', 'per-worker'].includes(opts.upstream)) {
-    throw new UsageError(`--upstream ${opts.upstream}: expected uds, tcp or per-worker`);
+  const kinds = choices('tunekit_upstream_kind');
+  if (!kinds.includes(opts.upstream)) {
+    throw new UsageError(`--upstream ${opts.upstream}: expected one of ${kinds.join(', ')}`);
   }
   const duration = bounded('duration', opts.duration, 1, 60);
   const connections = bounded('connections', opts.connections, 1, 1000);

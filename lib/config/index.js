@@ -134,9 +134,11 @@ function isTemplated(v) {
 }
 
 // Ansible (2.19, native types) turns a template whose result is an integer into
-// an int; everything else stays a string. Mirror that for the values we derive.
+// an int and one whose result is a boolean into a bool; everything else stays a
+// string. Mirror that for the values we derive (nunjucks prints true/false).
 function nativeType(text) {
   if (/^-?\d+$/.test(text)) return Number(text);
+  if (text === 'true' || text === 'false') return text === 'true';
   return text;
 }
 
@@ -282,8 +284,21 @@ function appSettings(vars, env = createEnv()) {
   }
 }
 
+/**
+ * The values an enum tunable accepts, read from its `# Type: enum a | b | c` line
+ * in the definition (the one place they are listed).
+ * @returns {string[]}
+ */
+function choices(key) {
+  const type = types.readTypes(defaultFiles())[key];
+  const alt = type && type.alternatives.find((a) => a.kind === 'enum');
+  if (!alt) throw new ConfigError(`${key} has no "# Type: enum a | b" line in ${DEFAULTS_DIR}`);
+  return alt.values;
+}
+
 module.exports = {
   ConfigError,
+  choices,
   DEFAULTS_DIR,
   CHECKS_TEMPLATE,
   APP_SETTINGS_TEMPLATE,

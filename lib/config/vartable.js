@@ -25,7 +25,7 @@ const VERSION_END = '<!-- versiontable:end -->';
  * Read every tunable with its comment block. Keys that follow each other with no
  * comment between them share the block above the first (e.g. user and group).
  * @returns {{file: string, key: string, value: string, what: string, unit: string,
- *            upstream: string, why: string, see: string}[]}
+ *            upstream: string, why: string, type: string, see: string}[]}
  */
 function readDefinition(files = defaultFiles()) {
   const out = [];
@@ -61,17 +61,17 @@ function show(value) {
 }
 
 function parseBlock(lines) {
-  const info = { what: [], unit: '', upstream: '', why: '', see: '', type: '' };
+  const info = { what: [], unit: '', upstream: '', why: '', type: '', see: '' };
   for (const line of lines) {
     if (/^Unit:/.test(line)) {
       for (const part of line.split(/ \| (?=Upstream default:|Why:)/)) {
         const m = /^(Unit|Upstream default|Why):\s*(.*)$/.exec(part.trim());
         if (m) info[{ Unit: 'unit', 'Upstream default': 'upstream', Why: 'why' }[m[1]]] = m[2];
       }
-    } else if (/^See:/.test(line)) {
-      info.see = line.replace(/^See:\s*/, '');
     } else if (/^Type:/.test(line)) {
       info.type = line.replace(/^Type:\s*/, '');
+    } else if (/^See:/.test(line)) {
+      info.see = line.replace(/^See:\s*/, '');
     } else {
       info.what.push(line);
     }

@@ -11,78 +11,28 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { runChild } = require('../lib/util');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
-const http = require('node:http');
+const { runCommand } = require('../lib/util');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
+const ansible = require('../lib/ansible');
 const { resolve } = require('../../lib/config');
 
-const ROOT = path.resolve(__dirname, '../..');
-const ANSIBLE_DIR = path.join(ROOT, 'ansible');
-const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
+const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
 const vars = resolve();
 const STEPS = 10; // the steps of the first test below
 
 let hosts = [];
+let runner;
 let tmp;
-let inventory;
-// ansible-playbook output, one file per run; kept (and named in the failure)
-// when a check fails, removed when every check passed.
-let logDir;
-let plays = 0;
 
-async function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
-  const r = await runChild(cmd, args, { cwd, env: { ...process.env, ...env }, merge: true, timeoutMs });
-  return { code: r.code, signal: r.signal, out: r.stdout };
+function run(cmd, args, { cwd = ROOT, env = {}, timeoutMs = 600000 } = {}) {
+  return runCommand(cmd, args, { cwd, env, timeoutMs });
 }
 
-// Runs site.yml against the test inventory; returns { code, out, recap }.
-async function playbook(args = [], { limit } = {}) {
-  const r = await run(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
-    cwd: ANSIBLE_DIR,
-    env: {
-      ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
-      ANSIBLE_FORCE_COLOR: '0',
-      ANSIBLE_NOCOLOR: '1',
-      ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),
-      ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-local'),
-    },
-    timeoutMs: 900000,
-  });
-  const recap = {};
-  for (const m of r.out.matchAll(/^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)/gm)) {
-    recap[m[1]] = { ok: +m[2], changed: +m[3], unreachable: +m[4], failed: +m[5] };
-  }
-  const log = path.join(logDir, `play-${++plays}.log`);
-  fs.writeFileSync(log, r.out);
-  return { ...r, recap, log };
-}
-
-function tailOf(text, n = 60) {
-  return text.split('\n').slice(-n).join('\n');
-}
-
-function get(ip, urlPath) {
-  return new Promise((done, fail) => {
-    const req = http.get({ host: ip, port: vars.tunekit_nginx_listen_port, path: urlPath, timeout: 10000, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { body += d; });
-      res.on('end', () => done({ status: res.statusCode, body }));
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET http://${ip}${urlPath} timed out`)));
-    req.on('error', fail);
-  });
-}
-
-async function sh(host, cmd) {
-  const r = await host.ssh(cmd);
-  assert.equal(r.code, 0, `on ${host.name}: \`${cmd}\` failed (${r.code}): ${r.stderr}`);
-  return r.stdout.trim();
-}
+const playbook = (...args) => runner.playbook(...args);
+const get = (ip, urlPath) => ansible.get(ip, vars.tunekit_nginx_listen_port, urlPath);
 
 function limitOf(limitsText, name) {
   const line = limitsText.split('\n').find((l) => l.startsWith(name));
@@ -110,15 +60,10 @@ function leftovers(h) {
 }
 
 test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, async (t) => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-ansible-e2e-'));
-  logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-ansible-e2e-logs-'));
-  fs.mkdirSync(path.join(tmp, 'cp'));
   let passed = 0;
   t.after(async () => {
     await stopHosts(hosts);
-    fs.rmSync(tmp, { recursive: true, force: true });
-    if (passed === STEPS) fs.rmSync(logDir, { recursive: true, force: true });
-    else process.stderr.write(`ansible-site: playbook logs kept in ${logDir}\n`);
+    if (runner) runner.cleanup(passed === STEPS);
   });
   const step = (name, fn) => t.test(name, async (st) => {
     await fn(st);
@@ -126,17 +71,10 @@ test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, asyn
   });
 
   hosts = await bootHosts(2, { name: 'tkans' });
-  inventory = path.join(tmp, 'inventory.ini');
-  fs.writeFileSync(inventory, [
-    '[tunekit]',
-    ...hosts.map((h) => `${h.name} ansible_host=${h.ip}`),
-    '',
-    '[tunekit:vars]',
-    'ansible_user=root',
-    `ansible_ssh_private_key_file=${hosts[0].keyFile}`,
-    `ansible_ssh_common_args='${hosts[0].sshArgs.filter((a) => a !== '-i' && a !== hosts[0].keyFile).join(' ')}'`,
-    '',
-  ].join('\n'));
+  // These hosts serve nothing else: the kit may take :80 from Debian's welcome
+  // page (a shared host's clashes have their own suite, shared-host.test.js).
+  runner = ansible.createRunner(hosts, { name: 'tunekit-ansible-e2e', groupVars: { tunekit_nginx_disable_sites: ['default'] } });
+  tmp = runner.tmp;
 
   await step('check mode (--check --diff) on fresh hosts completes and changes nothing', async () => {
     const before = await Promise.all(hosts.map((h) => sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum')));

@@ -9,16 +9,17 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { runChild } = require('../lib/util');
 const { startFixture } = require('../fixtures/loadtest/start');
 const { alive } = require('../../lib/proc');
+const { runCommand } = require('../lib/util');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 
 function tunekit(args, timeoutMs = 180000) {
-  return runChild(process.execPath, [CLI, ...args], { cwd: ROOT, timeoutMs });
+  return runCommand(process.execPath, [CLI, ...args], { cwd: ROOT, timeoutMs });
 }
+
 
 
 for (const upstream of ['uds', 'tcp']) {

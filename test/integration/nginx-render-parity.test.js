@@ -51,7 +51,7 @@ test('Node and Ansible render every manifest template to the same bytes', { time
   for (const [name, set] of Object.entries(SETS)) {
     hosts[name] = { ...hostVars(set), parity_out: path.join(tmp, 'ansible', name) };
     const vars = config.resolve(set);
-    renderer.render(vars, path.join(tmp, 'node', name), { skipMissing: true });
+    renderer.render(vars, path.join(tmp, 'node', name));
   }
   const inventory = {
     all: {

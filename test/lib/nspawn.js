@@ -20,10 +20,9 @@
 //
 // Network: each host takes a numbered slot (an atomic mkdir under
 // /run/tunekit-nspawn, reclaimed when its owner pid is gone, skipped when the
-// address is already routed here). Slot N: host side iface "ve-<name>N" gets
-// 10.213.N/4.1/30 style addresses — see slotAddresses() — and the container's
-// host0 gets the other address of that /30 (a oneshot unit written into the
-// copy). The only route added is the /30's own link route; nothing is
+// address is already routed here). Slot N owns 10.213.N.0/30 (slotAddresses()):
+// the host side iface "ve-<name>N" gets 10.213.N.1 and the container's host0
+// 10.213.N.2 (a oneshot unit written into the copy). The only route added is the /30's own link route; nothing is
 // forwarded or NATed, so the containers reach nothing but their host side.
 //
 // Teardown (stopHosts, or the process 'exit' hook when a test dies): SIGTERM to
@@ -39,11 +38,12 @@
 // Needs root, systemd-nspawn (systemd-container), debootstrap, ssh, ssh-keygen.
 
 const { spawn, spawnSync } = require('node:child_process');
-const { runChild } = require('./util');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { alive } = require('../../lib/proc');
+const { sleep, runCommand } = require('./util');
 
 // Debian suites the tests boot. trixie (Debian 13) is the default lab host;
 // the others stand in for the distributions operators run: bullseye (Debian 11:
@@ -64,8 +64,10 @@ const PACKAGES = [
 // Installed afterwards with apt-get in a chroot: debootstrap's own resolver
 // cannot satisfy npm's dependencies (it fails configuring node-gyp, node-gauge
 // and npm: "Package node-cssesc is not installed", trixie, 2026-11). Only the
-// default suite needs npm (the e2e that deploys an app with dependencies).
-const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm'] };
+// default suite needs them: npm for the e2e that deploys an app with
+// dependencies, a dynamic nginx module for the shared-host e2e (a host whose
+// modules-enabled/ must stay in force).
+const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter'] };
 
 function suitePackages(suite) {
   return { packages: PACKAGES, apt: APT_PACKAGES[suite] || [] };
@@ -133,7 +135,7 @@ async function ensureRootfsAll(suites, { log = (m) => process.stderr.write(`nspa
   const missing = suites.filter((s) => !fs.existsSync(path.join(rootfsPath(s), '.tunekit-complete')));
   await Promise.all(missing.map(async (suite) => {
     log(`building the ${suite} rootfs`);
-    const r = await runChild(process.execPath, [__filename, 'build', suite]);
+    const r = await runCommand(process.execPath, [__filename, 'build', suite]);
     if (r.code !== 0) throw new Error(`building the ${suite} rootfs failed (exit ${r.code}): ${r.stderr.trim()}`);
   }));
   return Object.fromEntries(suites.map((s) => [s, rootfsPath(s)]));
@@ -161,7 +163,7 @@ function runInRootfs(suite, script, { binds = {}, timeoutMs = 60000 } = {}) {
     ...Object.entries(binds).map(([host, inside]) => `mkdir -p ${root}${inside} && mount --bind ${host} ${root}${inside}`),
   ];
   const outer = `set -e; mount --make-rprivate /; ${mounts.join('; ')}; exec chroot ${root} /bin/sh -c "$0"`;
-  return runChild('unshare', ['--mount', '--fork', '--pid', '/bin/sh', '-c', outer, script], { timeoutMs });
+  return runCommand('unshare', ['--mount', '--fork', '--pid', '/bin/sh', '-c', outer, script], { timeoutMs });
 }
 
 // debootstrap mounts /proc and /sys inside its target; a failed build may
@@ -200,19 +202,10 @@ const SLOT_DIR = '/run/tunekit-nspawn';
 const MAX_SLOTS = 256;
 const live = new Set(); // hosts not yet stopped, for the exit hook
 
-// Slot n -> 10.213.<n>.0/30 ... keep it simple: one /24 per slot, /30 used.
+// Slot n -> 10.213.n.0/30: the host side .1, the container .2.
 function slotAddresses(n) {
   const net = `10.213.${n}`;
   return { hostIp: `${net}.1`, ip: `${net}.2`, cidr: `${net}.0/30` };
-}
-
-function pidAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
 }
 
 function routedHere(cidrPrefix) {
@@ -234,7 +227,7 @@ function claimSlot() {
       try {
         owner = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8'));
       } catch { /* being created right now, or empty: leave it */ }
-      if (!owner || pidAlive(owner)) continue;
+      if (!owner || alive(owner)) continue;
       fs.rmSync(dir, { recursive: true, force: true });
       try {
         fs.mkdirSync(dir);
@@ -244,22 +237,14 @@ function claimSlot() {
     }
     fs.writeFileSync(path.join(dir, 'pid'), String(process.pid));
     if (routedHere(`10.213.${n}`)) {
-      // Someone else (not us) uses this range; leave the slot claimed by a dead
-      // marker-free dir? No: release and skip.
+      // Something outside these tests already uses this range: release the slot
+      // and take the next one.
       fs.rmSync(dir, { recursive: true, force: true });
       continue;
     }
     return n;
   }
   throw new Error(`no free network slot under ${SLOT_DIR} (all ${MAX_SLOTS - 1} in use); stop old test containers`);
-}
-
-function sleep(ms) {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-function runAsync(cmd, args, { input, timeoutMs = 600000 } = {}) {
-  return runChild(cmd, args, { input, timeoutMs });
 }
 
 function writeInto(root, rel, text, mode = 0o644) {
@@ -360,7 +345,7 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
   must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
   must('ip', ['link', 'set', host.iface, 'up']);
 
-  host.ssh = (cmd, opts) => runAsync('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
+  host.ssh = (cmd, opts) => runCommand('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
   // Wait for sshd; then for boot to settle (nginx etc. may still be starting).
   let last;
   while (Date.now() < deadline) {
@@ -436,7 +421,7 @@ function cleanupSync(h) {
   if (h.pid) {
     try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
     // Wait (bounded) for the kernel to reap it so the overlay is not busy.
-    for (let i = 0; i < 50 && pidAlive(h.pid) && !isZombie(h.pid); i++) spawnSync('sleep', ['0.1']);
+    for (let i = 0; i < 50 && alive(h.pid); i++) spawnSync('sleep', ['0.1']);
   }
   if (fs.existsSync(`/sys/class/net/${h.iface}`)) run('ip', ['link', 'del', h.iface]);
   if (h.mounted) {
@@ -456,14 +441,6 @@ function cleanupSync(h) {
     h.slot = null;
   }
   live.delete(h);
-}
-
-function isZombie(pid) {
-  try {
-    return /\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true;
-  }
 }
 
 function cleanupAllSync() {

@@ -38,22 +38,27 @@ async function until(what, fn, timeoutMs = 30000, everyMs = 100) {
 }
 
 /**
- * Run a command to its end and collect what it printed. SIGKILL after timeoutMs.
- * `input` is written to its stdin; `merge` puts stderr into stdout (a log in
- * the order it was written). Never rejects: resolves {code, signal, stdout, stderr},
- * code 128 when a signal ended it.
+ * Run a command to its end and collect what it printed: stdout, stderr, and `out`,
+ * both interleaved in the order they arrived. SIGKILL after timeoutMs. `input`
+ * is written to its stdin (closed at once otherwise). Never rejects: a command
+ * killed by a signal reports code 128 and the signal.
+ * @returns {Promise<{code:number, signal:string|null, stdout:string, stderr:string, out:string}>}
  */
-function runChild(cmd, args, { cwd, env, input, merge = false, timeoutMs = 600000 } = {}) {
+function runCommand(cmd, args, { cwd, env, input, timeoutMs = 600000 } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { if (merge) stdout += d; else stderr += d; });
+    const child = spawn(cmd, args, {
+      cwd,
+      env: env ? { ...process.env, ...env } : process.env,
+      stdio: [input == null ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    const r = { code: 0, signal: null, stdout: '', stderr: '', out: '' };
+    child.stdout.on('data', (d) => { r.stdout += d; r.out += d; });
+    child.stderr.on('data', (d) => { r.stderr += d; r.out += d; });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', (err) => { r.stderr += `${cmd}: ${err.message}\n`; });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code: code ?? 128, signal, stdout, stderr });
+      resolve({ ...r, code: code ?? 128, signal });
     });
     if (input != null) {
       child.stdin.on('error', () => {}); // the command may exit without reading it
@@ -62,4 +67,4 @@ function runChild(cmd, args, { cwd, env, input, merge = false, timeoutMs = 60000
   });
 }
 
-module.exports = { sleep, listFiles, until, runChild };
+module.exports = { sleep, listFiles, until, runCommand };

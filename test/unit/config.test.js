@@ -98,3 +98,13 @@ test('--set keeps the text of a string tunable and types a numeric one', () => {
   const q = config.resolve({ set: ['tunekit_nginx_proxy_http_version="1.1"'] });
   assert.equal(q.tunekit_nginx_proxy_http_version, '1.1', 'YAML quotes are stripped');
 });
+
+test('every enum checks.j2 enforces lists the choices of the definition\'s Type line', () => {
+  const checks = fs.readFileSync(path.join(__dirname, '../..', config.CHECKS_TEMPLATE), 'utf8');
+  const found = [...checks.matchAll(/\{% set choices = \[([^\]]*)\] %\}\n\{% if (tunekit_\w+) not in choices %\}/g)];
+  assert.deepEqual(found.map((m) => m[2]), ['tunekit_upstream_kind', 'tunekit_profile']);
+  for (const [, list, key] of found) {
+    assert.deepEqual(list.split(',').map((c) => c.trim().replace(/^'|'$/g, '')), config.choices(key), key);
+  }
+  assert.throws(() => config.resolve({ set: ['tunekit_upstream_kind=udp'] }), /tunekit_upstream_kind=udp must be one of uds, tcp, per-worker/);
+});

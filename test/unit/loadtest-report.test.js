@@ -13,7 +13,9 @@ const { summarise, ratios } = require('../../loadtest/bench');
 const { toHtml } = require('../../loadtest/html');
 const { toMarkdown } = require('../../loadtest/markdown');
 const { benchText, loadtestText } = require('../../loadtest/table');
-const { staticConf } = require('../../loadtest/static-nginx');
+const { staticConf, BODY } = require('../../loadtest/static-nginx');
+const config = require('../../lib/config');
+const { createEnv } = require('../../lib/template');
 const { parse, LOADTEST, BENCH } = require('../../loadtest/options');
 const { sampleBenchDoc } = require('../fixtures/loadtest/sample');
 
@@ -66,25 +68,22 @@ test('the HTML report is self-contained: inline SVG charts, no scripts, no exter
   assert.deepEqual(urls, []);
 });
 
-test("nginx-static reuses the rendered nginx.conf and swaps the site for return 200", () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-static-'));
-  try {
-    const main = 'user me;\nworker_processes 2;\npid /x/run/nginx.pid;\nerror_log /x/log/error.log warn;\n' +
-      'events {\n    worker_connections 4096;\n}\nhttp {\n    include /x/conf.d/logging.conf;\n' +
-      '    include /x/conf.d/upstream.conf;\n    include /x/conf.d/site.conf;\n}\n';
-    const out = staticConf(main, { dir, port: 12345, siteListen: '127.0.0.1:8080 default_server backlog=511 reuseport' });
-    assert.match(out, /worker_processes 2;/);
-    assert.match(out, /worker_connections 4096;/);
-    assert.match(out, new RegExp(`pid ${dir}/nginx.pid;`));
-    assert.match(out, new RegExp(`error_log ${dir}/error.log warn;`));
-    assert.doesNotMatch(out, /\/x\/conf\.d\/(site|upstream)\.conf/);
-    const site = fs.readFileSync(path.join(dir, 'static-site.conf'), 'utf8');
-    assert.match(site, /listen 127\.0\.0\.1:12345 default_server backlog=511 reuseport;/);
-    assert.match(site, /return 200/);
-    assert.throws(() => staticConf('http {\n}\n', { dir, port: 1 }), /no `include …\/site\.conf;`/);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+test('nginx-static extends the kit\'s nginx.conf: same settings, the site swapped for return 200', () => {
+  const vars = config.resolve({ set: ['tunekit_nginx_worker_connections=2048'] });
+  const dir = '/tmp/lt-static-x';
+  const out = staticConf(vars, { dir, port: 12345 });
+  const kit = createEnv().render('nginx/nginx.conf.j2', vars);
+  // Everything up to the http block's includes is the kit's own text.
+  const head = kit.slice(0, kit.indexOf('    include ', kit.indexOf('http {')))
+    .replace(`pid ${vars.tunekit_nginx_pid_path};`, `pid ${dir}/nginx.pid;`)
+    .replace(`error_log ${vars.tunekit_nginx_error_log_path} `, `error_log ${dir}/error.log `);
+  assert.equal(out.slice(0, head.length), head);
+  assert.match(out, /^ {4}worker_connections 2048;$/m);
+  assert.match(out, new RegExp(`^ {4}include ${vars.tunekit_nginx_include_dir}/logging\\.conf;$`, 'm'));
+  assert.doesNotMatch(out, /(site|upstream)\.conf;|proxy_pass/);
+  const reuseport = vars.tunekit_nginx_reuseport ? ' reuseport' : '';
+  assert.match(out, new RegExp(`^ {4}listen 127\\.0\\.0\\.1:12345 default_server backlog=${vars.tunekit_listen_backlog}${reuseport};$`, 'm'));
+  assert.ok(out.includes(`return 200 '${BODY}';`));
 });
 
 test('options: defaults, and errors that name the flag', () => {

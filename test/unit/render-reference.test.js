@@ -35,9 +35,7 @@ for (const [name, set] of Object.entries(SETS)) {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-ref-'));
     t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
     const vars = config.resolve({ varsFiles: set.vars.map((v) => path.join(ROOT, v)), set: set.set });
-    // Templates other engineers have not written yet are left out; once they
-    // exist, their renders must be committed too.
-    renderer.render(vars, tmp, { skipMissing: true });
+    renderer.render(vars, tmp);
     const fix = `regenerate with:\n  ${regenerate(name, set)}`;
     const committed = path.join(REF, name);
     assert.deepEqual(listFiles(committed), listFiles(tmp), `files differ from the templates' render; ${fix}`);

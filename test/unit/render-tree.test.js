@@ -20,6 +20,12 @@ function tmpdir(t) {
 
 const nginxOnly = { layers: ['nginx', 'app'] };
 
+const escape = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/** A whole rendered line: `indent` spaces, then exactly `text`. */
+const line = (indent, text) => new RegExp(`^ {${indent}}${escape(text)}$`, 'm');
+/** The failover parameters every upstream server line carries. */
+const failover = (vars) => `max_fails=${vars.tunekit_nginx_upstream_max_fails} fail_timeout=${vars.tunekit_nginx_upstream_fail_timeout_s}s`;
+
 function renderSet(t, opts, renderOpts = {}) {
   const dir = tmpdir(t);
   const vars = config.resolve(opts);
@@ -29,7 +35,7 @@ function renderSet(t, opts, renderOpts = {}) {
 }
 
 test('the default set writes nginx.conf, its includes and app.json at their host paths', (t) => {
-  const { dir, read } = renderSet(t, {});
+  const { dir, read, vars } = renderSet(t, {});
   assert.deepEqual(listFiles(dir), [
     'etc/nginx/nginx.conf',
     'etc/nginx/tunekit/client.conf',
@@ -53,22 +59,22 @@ test('the default set writes nginx.conf, its includes and app.json at their host
   ]);
   assert.deepEqual(read('etc/nginx/tunekit/shared-host.conf').match(/^include .*$/gm),
     ['include /etc/nginx/mime.types;', 'include /etc/nginx/conf.d/*.conf;', 'include /etc/nginx/sites-enabled/*;']);
-  assert.match(conf, /^worker_rlimit_nofile 8192;$/m);
-  assert.match(conf, /^ {4}worker_connections 4096;$/m);
-  assert.match(conf, /^ {4}accept_mutex off;$/m);
+  assert.match(conf, line(0, `worker_rlimit_nofile ${vars.tunekit_nginx_worker_rlimit_nofile};`));
+  assert.match(conf, line(4, `worker_connections ${vars.tunekit_nginx_worker_connections};`));
+  assert.match(conf, line(4, `accept_mutex ${vars.tunekit_nginx_accept_mutex ? 'on' : 'off'};`));
   assert.match(conf, /^ {4}server_tokens off;$/m);
   const app = JSON.parse(read('etc/tunekit-app/app.json'));
-  assert.equal(app.listen, 'unix:/run/tunekit-app/app.sock');
+  assert.equal(app.listen, `unix:${vars.tunekit_socket_path}`);
 });
 
 test('uds: one unix server, a keep-alive pool, HTTP/1.1 and a Connection map that never says close', (t) => {
   const { read, vars } = renderSet(t, {});
   const up = read('etc/nginx/tunekit/upstream.conf');
-  assert.match(up, /^ {4}server unix:\/run\/tunekit-app\/app\.sock max_fails=0 fail_timeout=10s;$/m);
-  assert.match(up, new RegExp(`^ {4}keepalive ${vars.tunekit_nginx_upstream_keepalive};$`, 'm'));
-  assert.match(up, /^ {4}keepalive_requests 10000;$/m);
-  assert.match(up, /^ {4}keepalive_time 1h;$/m);
-  assert.match(up, /^ {4}keepalive_timeout 60s;$/m);
+  assert.match(up, line(4, `server unix:${vars.tunekit_socket_path} ${failover(vars)};`));
+  assert.match(up, line(4, `keepalive ${vars.tunekit_nginx_upstream_keepalive};`));
+  assert.match(up, line(4, `keepalive_requests ${vars.tunekit_nginx_upstream_keepalive_requests};`));
+  assert.match(up, line(4, `keepalive_time ${vars.tunekit_nginx_upstream_keepalive_time};`));
+  assert.match(up, line(4, `keepalive_timeout ${vars.tunekit_nginx_upstream_keepalive_timeout_s}s;`));
   const proxy = read('etc/nginx/tunekit/proxy.conf');
   assert.match(proxy, /^proxy_http_version 1\.1;$/m);
   assert.match(proxy, /^proxy_set_header Connection \$tunekit_connection;$/m);
@@ -82,31 +88,33 @@ test('uds: one unix server, a keep-alive pool, HTTP/1.1 and a Connection map tha
   assert.match(map, /^ {4}default "";$/m);
   assert.match(map, /^ {4}"~\." {4}upgrade;$/m);
   const site = read('etc/nginx/tunekit/site.conf');
-  assert.match(site, /^ {4}listen 80 default_server backlog=4096 reuseport;$/m);
+  assert.match(site, line(4, `listen ${vars.tunekit_nginx_listen_port} default_server backlog=${vars.tunekit_listen_backlog} reuseport;`));
   assert.match(site, /^ {8}proxy_pass http:\/\/tunekit_app;$/m);
   // The kit's site logs to its own file; the shared host's other sites keep theirs.
-  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}access_log \/var\/log\/nginx\/tunekit-access\.log tunekit buffer=64k flush=1s;$/m);
+  assert.match(site, line(4, `access_log ${vars.tunekit_nginx_access_log_path} tunekit buffer=${vars.tunekit_nginx_access_log_buffer} flush=${vars.tunekit_nginx_access_log_flush};`));
   assert.doesNotMatch(read('etc/nginx/tunekit/logging.conf'), /^\s*access_log/m);
 });
 
 test('tcp: host:port upstream, app listens on the same address', (t) => {
-  const { read } = renderSet(t, { set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3100'] });
-  assert.match(read('etc/nginx/tunekit/upstream.conf'), /^ {4}server 127\.0\.0\.1:3100 max_fails=0 fail_timeout=10s;$/m);
+  const { read, vars } = renderSet(t, { set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3100'] });
+  assert.match(read('etc/nginx/tunekit/upstream.conf'), line(4, `server ${vars.tunekit_app_tcp_host}:3100 ${failover(vars)};`));
   assert.equal(JSON.parse(read('etc/tunekit-app/app.json')).listen, 'tcp:127.0.0.1:3100');
   // An IPv6 address is bracketed where nginx reads it.
   const v6 = renderSet(t, { set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_host=::1'] });
-  assert.match(v6.read('etc/nginx/tunekit/upstream.conf'), /^ {4}server \[::1\]:3000 /m);
+  assert.match(v6.read('etc/nginx/tunekit/upstream.conf'), line(4, `server [::1]:${v6.vars.tunekit_app_tcp_port} ${failover(v6.vars)};`));
 });
 
 test('per-worker: least_conn before keepalive, one socket PATH.1..N per app worker', (t) => {
-  const { read } = renderSet(t, { set: ['tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] });
+  const { read, vars } = renderSet(t, { set: ['tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] });
   const up = read('etc/nginx/tunekit/upstream.conf');
   const servers = up.match(/^ {4}server .*$/gm).map((l) => l.trim());
-  assert.deepEqual(servers, [1, 2, 3].map((n) => `server unix:/run/tunekit-app/app.sock.${n} max_fails=0 fail_timeout=10s;`));
+  assert.deepEqual(servers, [1, 2, 3].map((n) => `server unix:${vars.tunekit_socket_path}.${n} ${failover(vars)};`));
   assert.ok(up.indexOf('least_conn;') < up.indexOf('keepalive '), 'least_conn must precede keepalive');
   assert.equal(JSON.parse(read('etc/tunekit-app/app.json')).strategy, 'per-worker');
 });
 
+// The stock profile's values are nginx's and Node's own defaults (a fact about
+// those programs, not about the kit's definition), so they are written out here.
 test('stock: proxy_pass straight to HOST:PORT, HTTP/1.0, Connection close, no upstream block, Node defaults', (t) => {
   const { dir, read } = renderSet(t, { varsFiles: [path.join(ROOT, 'ansible/profiles/stock.yml')] });
   assert.ok(!listFiles(dir).includes('etc/nginx/tunekit/upstream.conf'));
@@ -140,20 +148,19 @@ test('booleans are written as on/off, never as true/false/True/False', (t) => {
   assert.match(read('etc/nginx/tunekit/proxy.conf'), /^proxy_buffering off;$/m);
 });
 
-test('every nginx tunable of the definition reaches a template (no dead knobs)', () => {
-  const defs = fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/10-nginx.yml'), 'utf8');
-  const names = [...defs.matchAll(/^(tunekit_\w+):/gm)].map((m) => m[1]);
-  const templates = renderer.loadManifest()
-    .filter((e) => fs.existsSync(path.join(ROOT, e.src)))
-    .map((e) => fs.readFileSync(path.join(ROOT, e.src), 'utf8')).join('\n') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/vars/main.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/00-app.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/defaults/main/20-kernel.yml'), 'utf8') +
-    // Switches the roles read themselves (which sites to disable, replacing a hand-edited nginx.conf).
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit/tasks/nginx-preflight.yml'), 'utf8') +
-    fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_nginx/tasks/main.yml'), 'utf8');
-  // tunekit_nginx_user is read by the Ansible roles (group membership) and nginx.conf.
-  const unused = names.filter((n) => !new RegExp(`\\b${n}\\b`).test(templates));
+test('every tunable of every definition file is read somewhere (no dead knobs)', () => {
+  const word = (name) => new RegExp(`\\b${name}\\b`);
+  // Readers: the manifest's templates and the roles' tasks, handlers, templates and vars.
+  const roles = path.join(ROOT, 'ansible/roles');
+  const readers = [
+    ...renderer.loadManifest().map((e) => path.join(ROOT, e.src)),
+    ...listFiles(roles).filter((f) => !f.startsWith('tunekit/defaults/') && !f.endsWith('.md')).map((f) => path.join(roles, f)),
+  ].map((f) => fs.readFileSync(f, 'utf8')).join('\n');
+  // A value another variable is derived from is read too (its uncommented lines).
+  const definitions = config.defaultFiles().flatMap((f) => fs.readFileSync(f, 'utf8').split('\n')).filter((l) => !l.startsWith('#'));
+  const names = Object.keys(config.loadDefaults());
+  assert.ok(names.length > 50, `the definition has ${names.length} variables`);
+  const unused = names.filter((n) => !word(n).test(readers) && !definitions.some((l) => !l.startsWith(`${n}:`) && word(n).test(l)));
   assert.deepEqual(unused, []);
 });
 

@@ -1,0 +1,105 @@
+'use strict';
+// Driving site.yml onto booted test hosts (test/lib/nspawn.js), shared by the
+// e2e suites: an inventory for the hosts, ansible-playbook runs whose output is
+// kept in a log file per run, the play recap parsed, and small helpers to ask a
+// host over SSH or over HTTP through its nginx.
+//
+//   const ans = createRunner(hosts, { groupVars: { tunekit_nginx_disable_sites: ['default'] },
+//                                     hostVars: { [hosts[0].name]: { tunekit_node_bin: '/opt/node/bin/node' } } });
+//   const r = await ans.playbook(['-e', 'x=1'], { limit: hosts[0].name });
+//   // r = { code, out, recap: { host: { ok, changed, unreachable, failed } }, log }
+//   ans.cleanup(passed)   // removes the temp dir; keeps the logs unless passed
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const { runCommand } = require('./util');
+
+const ROOT = path.resolve(__dirname, '../..');
+const ANSIBLE_DIR = path.join(ROOT, 'ansible');
+const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
+
+function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e' } = {}) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-logs-`));
+  fs.mkdirSync(path.join(tmp, 'cp'));
+  const inventory = path.join(tmp, 'inventory.ini');
+  // Each host with its own key and SSH options (hosts booted by separate
+  // bootHosts calls have different keys).
+  const sshArgs = (h) => h.sshArgs.filter((a) => a !== '-i' && a !== h.keyFile).join(' ');
+  fs.writeFileSync(inventory, [
+    '[tunekit]',
+    ...hosts.map((h) => `${h.name} ansible_host=${h.ip} ansible_ssh_private_key_file=${h.keyFile} ansible_ssh_common_args='${sshArgs(h)}'`),
+    '',
+    '[tunekit:vars]',
+    'ansible_user=root',
+    '',
+  ].join('\n'));
+  // group_vars/ next to the inventory, as an operator keeps them (JSON is YAML).
+  fs.mkdirSync(path.join(tmp, 'group_vars'));
+  fs.writeFileSync(path.join(tmp, 'group_vars/tunekit.yml'), `${JSON.stringify(groupVars, null, 2)}\n`);
+  fs.mkdirSync(path.join(tmp, 'host_vars'));
+  for (const [host, v] of Object.entries(hostVars)) {
+    fs.writeFileSync(path.join(tmp, 'host_vars', `${host}.yml`), `${JSON.stringify(v, null, 2)}\n`);
+  }
+  let plays = 0;
+
+  async function playbook(args = [], { limit } = {}) {
+    const r = await runCommand(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
+      cwd: ANSIBLE_DIR,
+      env: {
+        ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
+        ANSIBLE_FORCE_COLOR: '0',
+        ANSIBLE_NOCOLOR: '1',
+        ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),
+        ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-local'),
+      },
+      timeoutMs: 900000,
+    });
+    const recap = {};
+    for (const m of r.out.matchAll(/^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)/gm)) {
+      recap[m[1]] = { ok: +m[2], changed: +m[3], unreachable: +m[4], failed: +m[5] };
+    }
+    const log = path.join(logDir, `play-${++plays}.log`);
+    fs.writeFileSync(log, r.out);
+    return { code: r.code, out: r.out, recap, log };
+  }
+
+  function cleanup(passed) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (passed) fs.rmSync(logDir, { recursive: true, force: true });
+    else process.stderr.write(`${name}: playbook logs kept in ${logDir}\n`);
+  }
+
+  return { tmp, inventory, logDir, playbook, cleanup };
+}
+
+function tailOf(text, n = 60) {
+  return text.split('\n').slice(-n).join('\n');
+}
+
+/** GET through a host's nginx; resolves {status, headers, body}. */
+function get(ip, port, urlPath, { host } = {}) {
+  return new Promise((done, fail) => {
+    const headers = host ? { host } : {};
+    const req = http.get({ host: ip, port, path: urlPath, headers, timeout: 10000, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => done({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`GET http://${ip}${urlPath} timed out`)));
+    req.on('error', fail);
+  });
+}
+
+/** A command on a host over SSH that must succeed; its trimmed stdout. */
+async function sh(host, cmd) {
+  const r = await host.ssh(cmd);
+  assert.equal(r.code, 0, `on ${host.name}: \`${cmd}\` failed (${r.code}): ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+module.exports = { createRunner, tailOf, get, sh, ROOT, ANSIBLE_DIR, PLAYBOOK };
