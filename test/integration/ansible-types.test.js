@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { runChild } = require('../lib/util');
+const { runCommand } = require('../lib/util');
 const { defaultFiles } = require('../../lib/config');
 const { TYPES_TEMPLATE } = require('../../lib/config/types');
 
@@ -33,9 +33,9 @@ async function typeRefusals(t, extra) {
     '',
   ].join('\n'));
   const vars = defaultFiles().flatMap((f) => ['-e', `@${f}`]);
-  const r = await runChild(PLAYBOOK, ['-i', 'localhost,', play, ...vars, '-e', 'tunekit_nginx_version=1.22.1',
+  const r = await runCommand(PLAYBOOK, ['-i', 'localhost,', play, ...vars, '-e', 'tunekit_nginx_version=1.22.1',
     '-e', `ansible_python_interpreter=${path.join(ROOT, '.venv/bin/python')}`, ...extra], {
-    cwd: dir, env: { ...process.env, ANSIBLE_NOCOLOR: '1' }, timeoutMs: 300000,
+    cwd: dir, env: { ANSIBLE_NOCOLOR: '1' }, timeoutMs: 300000,
   });
   assert.equal(r.code, 0, r.stdout + r.stderr);
   const text = fs.readFileSync(path.join(dir, 'refusals.txt'), 'utf8');

@@ -11,7 +11,7 @@ const path = require('node:path');
 const config = require('../../lib/config');
 const types = require('../../lib/config/types');
 const render = require('../../bin/commands/render');
-const { runChild } = require('../lib/util');
+const { runCommand } = require('../lib/util');
 const { ROOT } = require('../../lib/template');
 
 const typeOf = types.readTypes(config.defaultFiles());
@@ -116,7 +116,7 @@ const CLI = [
 ];
 for (const argv of CLI) {
   test(`tunekit ${argv.join(' ')}: one line naming the variable, exit 2`, async () => {
-    const r = await runChild(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...argv], { timeoutMs: 60000 });
+    const r = await runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...argv], { timeoutMs: 60000 });
     assert.equal(r.code, 2, r.stderr);
     const lines = r.stderr.trim().split('\n');
     assert.equal(lines.length, 1, r.stderr);
