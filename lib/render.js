@@ -252,4 +252,5 @@ module.exports = {
   render,
   checkNginx,
   validate,
+  writeAtomic,
 };
