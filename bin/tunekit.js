@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // The tunekit CLI: wires subcommands (bin/commands/<name>.js, each exporting
-// main(argv) -> exit code) and turns a ConfigError or UsageError into one clear line.
+// main(argv) -> exit code) and turns every error of the kit (lib/errors.js) and of
+// the runner (app/errors.js) into one clear line and exit 2.
 
 // First, before anything an old Node lacks: one line and exit 1 on Node < the minimum.
 require('../app/node-version').requireSupportedNode('tunekit');
@@ -42,7 +43,9 @@ main(process.argv.slice(2)).then(
     if (typeof code === 'number') process.exitCode = code;
   },
   (err) => {
-    if (err && (err.name === 'ConfigError' || err.name === 'UsageError')) {
+    const { KitError } = require('../lib/errors');
+    const { AppError } = require('../app/errors');
+    if (err instanceof KitError || err instanceof AppError) {
       console.error(`tunekit: ${err.message}`);
       process.exitCode = 2;
     } else {

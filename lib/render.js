@@ -20,7 +20,8 @@ const os = require('node:os');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
-const { ConfigError, checkVars, requireNginxVersion } = require('./config');
+const { checkVars, requireNginxVersion } = require('./config');
+const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
 const accounts = require('./accounts');
 

@@ -46,6 +46,8 @@ async function main(argv) {
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
   if (o.socket && o.driver === 'wrk') throw new UsageError('wrk cannot connect to a Unix socket; drop --driver wrk or use --url');
+  // Refuse a wrong-typed --set/--vars value before anything starts.
+  require('../../lib/config').resolve({ varsFiles: o.varsFiles, set: o.set, check: false });
   const { runLoadtest } = require('../../loadtest/loadtest');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');

@@ -100,9 +100,10 @@ async function main(argv) {
   }
   const layers = opts.layer.length ? opts.layer : null;
 
-  const overrides = {};
-  if (opts['nginx-version'] !== undefined) overrides.tunekit_nginx_version = opts['nginx-version'];
-  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, overrides });
+  const flags = [];
+  const version = opts['nginx-version'];
+  if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
+  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {
