@@ -20,6 +20,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, execFile } = require('node:child_process');
+const { UsageError } = require('../../lib/errors');
 const { parseStraceC, attach } = require('../syscalls');
 const P = require('./parse');
 const cpu = require('../cpu');
@@ -36,12 +37,9 @@ const SETTLE_MS = 1000;
 // The longest a tracer may take to attach before the profile gives up.
 const ATTACH_TIMEOUT_MS = 20000;
 
-class ProfileError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
+// What the operator must fix (a missing tool, a pid that is not the kit's):
+// one line from the CLI, exit 2.
+class ProfileError extends UsageError {}
 
 // The tools, overridable for hosts where they live elsewhere (and for tests).
 function tools(env = process.env) {
