@@ -53,8 +53,12 @@ test('the text and Markdown reports carry every scenario and the ratios', () => 
     assert.match(md, new RegExp(`\\| ${s.replace('/', '\\/')} \\|`));
   }
   assert.match(text, /40,000 \(38,000–42,000\)/);
-  const lt = loadtestText({ ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] });
-  assert.match(lt, /p99\.9 µs/);
+  const one = { ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] };
+  // The default view fits 100 columns; --wide adds p99.9 and the rest.
+  const lt = loadtestText(one);
+  for (const line of lt.split('\n')) assert.ok(line.length <= 100, `${line.length} columns: ${line}`);
+  assert.doesNotMatch(lt, /p99\.9 µs/);
+  assert.match(loadtestText(one, { wide: true }), /p99\.9 µs/);
 });
 
 test('the HTML report is self-contained: inline SVG charts, no scripts, no external URLs', () => {
