@@ -19,7 +19,7 @@ const COMMANDS = {
 function usage() {
   const lines = Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(9)} ${d}`);
   return `usage: tunekit <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n` +
-    'Run `tunekit <command> --help` for its options.';
+    'Run `tunekit <command> --help` for its options; `tunekit --version` prints the version.';
 }
 
 async function main(argv) {
@@ -27,6 +27,10 @@ async function main(argv) {
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd ? 0 : 2;
+  }
+  if (cmd === '--version' || cmd === '-V') {
+    console.log(`tunekit ${require('../package.json').version}`);
+    return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
     console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);

@@ -2,8 +2,8 @@
 'use strict';
 // Syscalls per request of nginx's workers and the app's workers, counted with
 // `strace -c -f` during a short, bounded wrk run against each local stack
-// (stock, tuned TCP, tuned UDS). Checks seed 004's "4 vs 8–10 syscalls per
-// request" claim; see docs/benchmarks.md. strace slows the processes down a
+// (stock, tuned TCP, tuned UDS). Checks the "4 vs 8–10 syscalls per
+// request" claim of the article "Your Unix Socket Stack Is Misconfigured. Here's What to Fix and Why."; see docs/benchmarks.md. strace slows the processes down a
 // lot: the counts mean something, the speed under strace does not.
 //
 //   node loadtest/syscalls.js [--duration 3] [--connections 10]
