@@ -29,7 +29,9 @@ async function main(argv) {
     return cmd ? 0 : 2;
   }
   if (cmd === '--version' || cmd === '-V') {
-    console.log(`tunekit ${require('../package.json').version}`);
+    // package.json is read as data: the version has one home.
+    const pkg = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '../package.json'), 'utf8'));
+    console.log(`tunekit ${pkg.version}`);
     return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
