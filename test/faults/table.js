@@ -26,7 +26,7 @@ function reloadRow(key, f) {
     `retry on a reused connection: ${f.retryReused.failed} of ${f.retryReused.requests} failed (resets of fresh connections: ${f.retryReused.resetsOfFresh});`,
     `retry on any reset: ${f.retryAny.failed} of ${f.retryAny.requests} failed (${f.retryAny.retried} retried).`,
     `nginx error log at ${f.errorLogLevel}: ${f.errorLogLines} lines.`,
-    `${f.machine}, ${f.measured.slice(0, 16)}Z. \`${f.command}\``,
+    stamp(f),
   ].join(' ');
   return [
     key === 'reload' ? 'nginx reload (SIGHUP) under load, tuned' : `nginx reload under load, tuned with ${key.slice('reload '.length)}`,
@@ -38,7 +38,31 @@ function reloadRow(key, f) {
   ];
 }
 
-const ROWS = { reload: reloadRow };
+const stamp = (f) => `${f.machine}, ${f.measured.slice(0, 16)}Z. \`${f.command}\``;
+
+function socketDeletedRow(key, f) {
+  return [
+    'app socket file deleted under a running stack',
+    'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502',
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'none yet: the runner does not re-bind a deleted path; restart the app',
+    `16 requests at once after the delete: ${Object.entries(f.burst).map(([k, v]) => `${v} x ${k}`).join(', ')}. ${stamp(f)}`,
+  ];
+}
+
+function appStoppedRow(key, f) {
+  return [
+    'app stopped (killed), its socket file left behind',
+    `${f.status} Bad Gateway`,
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'the runner replaces a socket file nobody listens on when it starts',
+    stamp(f),
+  ];
+}
+
+const ROWS = { reload: reloadRow, 'socket-deleted': socketDeletedRow, 'app-stopped': appStoppedRow };
 
 function table(figures) {
   const head = ['fault', 'what the client sees', 'what nginx logs', 'what `tunekit doctor` says', "the kit's mitigation", 'measured (command)'];
