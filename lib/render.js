@@ -251,4 +251,5 @@ module.exports = {
   render,
   checkNginx,
   validate,
+  writeAtomic,
 };
