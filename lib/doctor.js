@@ -417,6 +417,19 @@ function analyze(facts, def = config.resolve()) {
       else add('app-nofile', 'ok', `app processes may open ${low} files`);
     }
   }
+  // The socket file is gone but the app still listens on the (deleted) path.
+  for (const s of facts.sockets) {
+    if (!s.exists && s.pids && s.pids.length) {
+      add('socket-deleted', 'fail', `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
+        'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)');
+    }
+  }
+  // Nothing accepts on an existing socket: the app is stopped (a stale socket file).
+  const first = facts.sockets.find((s) => s.exists && s.isSocket);
+  if (first && app && app.healthzError === 'ECONNREFUSED') {
+    add('socket-listener', 'fail', `socket ${first.path} exists but nothing accepts on it (ECONNREFUSED): the app is not running; nginx answers 502 with "(111: Connection refused)"`,
+      'start the app (systemctl start tunekit-app); its runner replaces a socket file nobody listens on');
+  }
   if (app && app.healthzError) add('app', 'skip', `GET /healthz on the socket: ${app.healthzError}; timeouts taken from app.json where available`);
   return out;
 }
