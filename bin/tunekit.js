@@ -21,7 +21,7 @@ const COMMANDS = {
 function usage() {
   const lines = Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(9)} ${d}`);
   return `usage: tunekit <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n` +
-    'Run `tunekit <command> --help` for its options.';
+    'Run `tunekit <command> --help` for its options; `tunekit --version` prints the version.';
 }
 
 async function main(argv) {
@@ -29,6 +29,12 @@ async function main(argv) {
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd ? 0 : 2;
+  }
+  if (cmd === '--version' || cmd === '-V') {
+    // package.json is read as data: the version has one home.
+    const pkg = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '../package.json'), 'utf8'));
+    console.log(`tunekit ${pkg.version}`);
+    return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
     console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);
