@@ -45,11 +45,15 @@ function makeCA(dir) {
   return { cert, key };
 }
 
-/** An ECDSA P-256 leaf for localhost/127.0.0.1/::1 signed by ca: {cert, key}. */
-function makeLeaf(dir, ca) {
-  fs.mkdirSync(dir, { recursive: true });
-  const key = newKey(path.join(dir, 'leaf.key'), 'ec');
-  const cert = path.join(dir, 'leaf.pem');
+/**
+ * An ECDSA P-256 leaf for localhost/127.0.0.1/::1 signed by ca: {cert, key}
+ * (dir/leaf.pem and dir/leaf.key unless paths are given).
+ */
+function makeLeaf(dir, ca, paths = {}) {
+  const cert = paths.cert || path.join(dir, 'leaf.pem');
+  const keyFile = paths.key || path.join(dir, 'leaf.key');
+  for (const d of new Set([dir, path.dirname(cert), path.dirname(keyFile)])) fs.mkdirSync(d, { recursive: true });
+  const key = newKey(keyFile, 'ec');
   openssl(['req', '-x509', '-new', '-key', key, '-CA', ca.cert, '-CAkey', ca.key, '-out', cert,
     '-days', String(DAYS), '-sha256', '-subj', '/CN=localhost',
     '-addext', `subjectAltName=${LEAF_NAMES.join(',')}`,
