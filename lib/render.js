@@ -273,4 +273,5 @@ module.exports = {
   render,
   checkNginx,
   validate,
+  writeAtomic,
 };

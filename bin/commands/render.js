@@ -11,6 +11,7 @@ const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
+const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
 
 const HELP = `usage: tunekit render --out DIR [options]
@@ -33,9 +34,15 @@ options:
                     default: ask the local nginx. Directives the version lacks
                     are left out with a comment (docs/versions.md); below 1.18.0
                     the render is refused
+  --target NAME     host (default): the files above; kubernetes: a Deployment
+                    (nginx + the runner in one pod), a Service and ConfigMaps,
+                    written as DIR/deployment.yaml, service.yaml, configmap.yaml
+                    (docs/kubernetes.md)
   -h, --help        this text
 
 Variables and their defaults: ansible/roles/tunekit/defaults/main/.`;
+
+const TARGETS = ['host', 'kubernetes'];
 
 function parse(argv) {
   let parsed;
@@ -50,6 +57,7 @@ function parse(argv) {
         check: { type: 'boolean', default: false },
         layer: { type: 'string', multiple: true, default: [] },
         'nginx-version': { type: 'string' },
+        target: { type: 'string', default: 'host' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -61,6 +69,20 @@ function parse(argv) {
   return parsed.values;
 }
 
+function renderKubernetes(opts) {
+  if (opts.prefix || opts.check || opts.layer.length) {
+    throw new UsageError('--prefix, --check and --layer apply to --target host only');
+  }
+  const overrides = {};
+  if (opts['nginx-version'] !== undefined) overrides.tunekit_nginx_version = opts['nginx-version'];
+  const outDir = path.resolve(opts.out);
+  const { files } = kubernetes.writeKubernetes(outDir, { varsFiles: opts.vars, set: opts.set, overrides });
+  console.log(`wrote ${files.length} Kubernetes manifests under ${outDir}:`);
+  for (const f of files) console.log(`  ${path.relative(outDir, f)}`);
+  console.log(`apply them: kubectl apply -f ${outDir}`);
+  return 0;
+}
+
 async function main(argv) {
   const opts = parse(argv);
   if (opts.help) {
@@ -68,6 +90,10 @@ async function main(argv) {
     return 0;
   }
   if (!opts.out) throw new UsageError(`--out DIR is required\n\n${HELP}`);
+  if (!TARGETS.includes(opts.target)) {
+    throw new UsageError(`unknown target "${opts.target}"; the targets are ${TARGETS.join(', ')}`);
+  }
+  if (opts.target === 'kubernetes') return renderKubernetes(opts);
   const known = [...new Set(renderer.loadManifest().map((e) => e.layer))];
   for (const l of opts.layer) {
     if (!known.includes(l)) throw new UsageError(`unknown layer "${l}"; the layers are ${known.join(', ')}`);

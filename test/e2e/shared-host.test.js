@@ -12,6 +12,8 @@
 //   running configuration stays as it was and keeps serving.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { resolve } = require('../../lib/config');
@@ -47,11 +49,17 @@ test('site.yml on a host that already serves a site of its own', { timeout: 12 *
 
   // The host as its operator left it: Debian's nginx with the module enabled,
   // a snippet in conf.d and a static site, running.
+  // (Files are written through the container's root, h.root, so no shell quoting.)
+  const put = (rel, text) => {
+    fs.mkdirSync(path.dirname(path.join(h.root, rel)), { recursive: true });
+    fs.writeFileSync(path.join(h.root, rel), text);
+  };
+  put('var/www/legacy/index.html', 'legacy site, untouched\n');
+  put('etc/nginx/conf.d/legacy-log.conf', LEGACY_SNIPPET);
+  put('etc/nginx/sites-available/legacy', LEGACY_SITE);
+  put('etc/nginx/sites-available/clash', CLASH_SITE);
   await sh(h, [
     'ls /etc/nginx/modules-enabled/ | grep -q headers-more',
-    'mkdir -p /var/www/legacy && echo "legacy site, untouched" > /var/www/legacy/index.html',
-    `printf '%s' ${JSON.stringify(LEGACY_SNIPPET)} > /etc/nginx/conf.d/legacy-log.conf`,
-    `printf '%s' ${JSON.stringify(LEGACY_SITE)} > /etc/nginx/sites-available/legacy`,
     'ln -s ../sites-available/legacy /etc/nginx/sites-enabled/legacy',
     'nginx -t && systemctl start nginx',
   ].join(' && '));
@@ -90,12 +98,12 @@ test('site.yml on a host that already serves a site of its own', { timeout: 12 *
   });
 
   await t.test('a second default_server on the kit\'s port stops site.yml before anything changes', async () => {
-    await sh(h, `printf '%s' ${JSON.stringify(CLASH_SITE)} > /etc/nginx/sites-available/clash && ln -s ../sites-available/clash /etc/nginx/sites-enabled/clash`);
+    await sh(h, 'ln -s ../sites-available/clash /etc/nginx/sites-enabled/clash');
     const sums = await sh(h, 'find /etc/nginx /etc/sysctl.d /etc/systemd/system -type f | sort | xargs sha256sum');
     const master = await sh(h, 'systemctl show -P MainPID nginx.service');
     const workers = await sh(h, `pgrep -P ${master} | sort`);
     // A change the play would make, were it allowed to go on.
-    const r = await runner.playbook(['-e', 'tunekit_nginx_upstream_keepalive=32']);
+    const r = await runner.playbook(['-e', JSON.stringify({ tunekit_nginx_upstream_keepalive: 32 })]);
     assert.notEqual(r.code, 0, 'site.yml went ahead with two default servers');
     assert.match(r.out, /a duplicate default server for 0\.0\.0\.0:80 in \/etc\/nginx\/(sites-enabled\/clash|tunekit\/site\.conf):\d+/);
     assert.match(r.out, /tunekit_nginx_disable_sites/, 'the refusal names the way out');

@@ -4,7 +4,8 @@
 // kept in a log file per run, the play recap parsed, and small helpers to ask a
 // host over SSH or over HTTP through its nginx.
 //
-//   const ans = createRunner(hosts, { groupVars: { tunekit_nginx_disable_sites: ['default'] } });
+//   const ans = createRunner(hosts, { groupVars: { tunekit_nginx_disable_sites: ['default'] },
+//                                     hostVars: { [hosts[0].name]: { tunekit_node_bin: '/opt/node/bin/node' } } });
 //   const r = await ans.playbook(['-e', 'x=1'], { limit: hosts[0].name });
 //   // r = { code, out, recap: { host: { ok, changed, unreachable, failed } }, log }
 //   ans.cleanup(passed)   // removes the temp dir; keeps the logs unless passed
@@ -20,24 +21,29 @@ const ROOT = path.resolve(__dirname, '../..');
 const ANSIBLE_DIR = path.join(ROOT, 'ansible');
 const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
 
-function createRunner(hosts, { groupVars = {}, name = 'tunekit-e2e' } = {}) {
+function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e' } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-logs-`));
   fs.mkdirSync(path.join(tmp, 'cp'));
   const inventory = path.join(tmp, 'inventory.ini');
+  // Each host with its own key and SSH options (hosts booted by separate
+  // bootHosts calls have different keys).
+  const sshArgs = (h) => h.sshArgs.filter((a) => a !== '-i' && a !== h.keyFile).join(' ');
   fs.writeFileSync(inventory, [
     '[tunekit]',
-    ...hosts.map((h) => `${h.name} ansible_host=${h.ip}`),
+    ...hosts.map((h) => `${h.name} ansible_host=${h.ip} ansible_ssh_private_key_file=${h.keyFile} ansible_ssh_common_args='${sshArgs(h)}'`),
     '',
     '[tunekit:vars]',
     'ansible_user=root',
-    `ansible_ssh_private_key_file=${hosts[0].keyFile}`,
-    `ansible_ssh_common_args='${hosts[0].sshArgs.filter((a) => a !== '-i' && a !== hosts[0].keyFile).join(' ')}'`,
     '',
   ].join('\n'));
   // group_vars/ next to the inventory, as an operator keeps them (JSON is YAML).
   fs.mkdirSync(path.join(tmp, 'group_vars'));
   fs.writeFileSync(path.join(tmp, 'group_vars/tunekit.yml'), `${JSON.stringify(groupVars, null, 2)}\n`);
+  fs.mkdirSync(path.join(tmp, 'host_vars'));
+  for (const [host, v] of Object.entries(hostVars)) {
+    fs.writeFileSync(path.join(tmp, 'host_vars', `${host}.yml`), `${JSON.stringify(v, null, 2)}\n`);
+  }
   let plays = 0;
 
   async function playbook(args = [], { limit } = {}) {

@@ -8,6 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
+const kubernetes = require('../../lib/kubernetes');
 const { ROOT } = require('../../lib/template');
 const { listFiles } = require('../lib/util');
 
@@ -151,10 +152,13 @@ test('booleans are written as on/off, never as true/false/True/False', (t) => {
 
 test('every tunable of every definition file is read somewhere (no dead knobs)', () => {
   const word = (name) => new RegExp(`\\b${name}\\b`);
-  // Readers: the manifest's templates and the roles' tasks, handlers, templates and vars.
+  // Readers: the manifest's templates, the Kubernetes templates (and lib/kubernetes.js,
+  // which maps the pod's values onto the host ones), the roles' tasks, handlers, templates and vars.
   const roles = path.join(ROOT, 'ansible/roles');
   const readers = [
     ...renderer.loadManifest().map((e) => path.join(ROOT, e.src)),
+    ...kubernetes.loadList().map((e) => path.join(ROOT, e.src)),
+    path.join(ROOT, 'lib/kubernetes.js'),
     ...listFiles(roles).filter((f) => !f.startsWith('tunekit/defaults/') && !f.endsWith('.md')).map((f) => path.join(roles, f)),
   ].map((f) => fs.readFileSync(f, 'utf8')).join('\n');
   // A value another variable is derived from is read too (its uncommented lines).

@@ -1,0 +1,116 @@
+'use strict';
+// `tunekit render --target kubernetes`: the stack as one pod (nginx and the
+// cluster runner sharing a Unix socket on an emptyDir), a Service and the
+// ConfigMaps, from the same definition as the hosts.
+//
+// The pod's nginx files and app.json are the host templates (the manifest of
+// lib/render.js), rendered with the pod's paths, port and worker counts
+// (podOverrides); the Kubernetes objects are the templates listed in
+// kubernetes/templates.yml. Everything is rendered in memory before a file is
+// written (lib/render.js writeAtomic).
+
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const YAML = require('yaml');
+const config = require('./config');
+const { createEnv, ROOT } = require('./template');
+const renderer = require('./render');
+
+const LIST = 'kubernetes/templates.yml';
+
+/** [{src, dest}] from kubernetes/templates.yml. */
+function loadList() {
+  const doc = YAML.parse(fs.readFileSync(path.join(ROOT, LIST), 'utf8'));
+  const list = doc && doc.tunekit_kubernetes_templates;
+  if (!Array.isArray(list)) throw new config.ConfigError(`${LIST} has no tunekit_kubernetes_templates list`);
+  return list;
+}
+
+/**
+ * The host tunables the pod sets from its own (tunekit_k8s_*): paths into the
+ * pod's volumes, nginx on the container port, logs to the container's
+ * stdout/stderr, worker counts from the CPU limits, the socket's group the fsGroup.
+ */
+function podOverrides(v) {
+  return {
+    tunekit_nginx_host_mode: 'dedicated',
+    // The official image's user; nginx ignores the directive when not started as root.
+    tunekit_nginx_user: 'nginx',
+    tunekit_nginx_conf_dir: v.tunekit_k8s_nginx_conf_dir,
+    tunekit_nginx_include_dir: v.tunekit_k8s_nginx_conf_dir,
+    tunekit_nginx_pid_path: `${v.tunekit_k8s_run_dir}/nginx.pid`,
+    tunekit_nginx_temp_dir: v.tunekit_k8s_nginx_tmp_dir,
+    tunekit_nginx_access_log_path: '/dev/stdout',
+    tunekit_nginx_error_log_path: '/dev/stderr',
+    tunekit_nginx_listen_address: '',
+    tunekit_nginx_listen_port: v.tunekit_k8s_container_port,
+    tunekit_nginx_worker_processes: v.tunekit_k8s_nginx_workers,
+    tunekit_app_workers: v.tunekit_k8s_app_workers,
+    tunekit_socket_dir: v.tunekit_k8s_run_dir,
+    tunekit_socket_path: `${v.tunekit_k8s_run_dir}/app.sock`,
+    tunekit_socket_group: String(v.tunekit_k8s_socket_gid),
+    tunekit_app_config_path: `${v.tunekit_k8s_app_conf_dir}/app.json`,
+  };
+}
+
+/** ConfigMap entries ({key, content}) from rendered host files, keyed by file name. */
+function configFiles(rendered) {
+  return rendered.map((r) => ({ key: path.basename(r.dest), content: r.content }));
+}
+
+/**
+ * Resolve the definition for the pod and render every Kubernetes manifest in memory.
+ * @param {object} opts  as lib/config resolve(): varsFiles, set, overrides
+ * @returns {{files: {dest: string, content: string}[], vars: object}}
+ */
+function renderKubernetes({ varsFiles = [], set = [], overrides = {} } = {}) {
+  const first = config.resolve({ varsFiles, set, overrides });
+  if (first.tunekit_upstream_kind === 'tcp' || first.tunekit_profile === 'stock') {
+    throw new config.ConfigError('the pod shares a Unix socket between nginx and the app; ' +
+      `tunekit_upstream_kind=${first.tunekit_upstream_kind} with tunekit_profile=${first.tunekit_profile} listens on TCP. ` +
+      'Use tunekit_upstream_kind=uds (or per-worker) and the tuned profile');
+  }
+  const vars = config.resolve({ varsFiles, set, overrides: { ...overrides, ...podOverrides(first) } });
+  const nginxFiles = configFiles(renderer.renderAll(vars, { layers: ['nginx'] }));
+  const appFiles = configFiles(renderer.renderAll(vars, { layers: ['app'] }));
+  const dest = new Set(nginxFiles.map((f) => f.key));
+  if (dest.size !== nginxFiles.length) {
+    throw new config.ConfigError('two nginx files have the same name; the pod mounts them in one directory');
+  }
+  const checksum = crypto.createHash('sha256');
+  for (const f of [...nginxFiles, ...appFiles]) checksum.update(`${f.key}\0${f.content}\0`);
+  const context = {
+    ...vars,
+    tunekit_k8s_nginx_files: nginxFiles,
+    tunekit_k8s_app_files: appFiles,
+    tunekit_k8s_config_checksum: checksum.digest('hex'),
+  };
+  const env = createEnv();
+  const files = loadList().map((e) => {
+    try {
+      return { dest: e.dest, content: env.render(e.src, context) };
+    } catch (err) {
+      throw new config.ConfigError(`cannot render ${e.src}: ${String(err.message).replace(/\s+/g, ' ')}`);
+    }
+  });
+  return { files, vars };
+}
+
+/**
+ * Render and write the manifests under outDir (each through a temp file and a rename).
+ * @returns {{files: string[], vars: object}}
+ */
+function writeKubernetes(outDir, opts = {}) {
+  const { files, vars } = renderKubernetes(opts);
+  const root = path.resolve(outDir);
+  const written = [];
+  for (const f of files) {
+    const file = path.join(root, f.dest);
+    renderer.writeAtomic(file, f.content, 0o644);
+    written.push(file);
+  }
+  return { files: written, vars };
+}
+
+module.exports = { LIST, loadList, podOverrides, renderKubernetes, writeKubernetes };

@@ -1,0 +1,133 @@
+'use strict';
+// site.yml onto the distributions operators run, each a booted systemd host with
+// its own nginx and Node from Debian (Ubuntu's archive is not reachable here;
+// the Debian release with the same nginx and Node stands in):
+// - Debian 11 (nginx 1.18, Node 12, as Ubuntu 22.04): the play refuses Debian's
+//   Node 12 before it deploys anything, naming the version and both ways out;
+//   then, with a supported Node copied onto the host (this machine's) and
+//   tunekit_node_bin pointing at it, site.yml deploys and the stack serves.
+// - Debian 12 (nginx 1.22, Node 18, as Ubuntu 24.04): deploys with the
+//   distribution's packages; a second run changes nothing.
+// - sid (the newest nginx and Node Debian has): deploys, and nginx's upstream
+//   keep-alive pool holds: the app accepts no more connections than there were
+//   clients (a test app counts them).
+// Each host is checked over HTTP through nginx to the app on its UDS, with the
+// socket's owner and mode. The full idempotence, check-mode and failure suite
+// runs on Debian 13 in ansible-site.test.js; here each release deploys,
+// verifies and (Debian 12) re-runs once.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const autocannon = require('autocannon');
+const { bootHosts, stopHosts } = require('../lib/nspawn');
+const ansible = require('../lib/ansible');
+const { resolve } = require('../../lib/config');
+const { MIN_NODE } = require('../../app/node-version');
+
+const { ROOT, tailOf, sh } = ansible;
+const vars = resolve();
+const NODE_ON_HOST = '/opt/tunekit-node/bin/node';
+const COUNTING_APP = path.join(ROOT, 'test/fixtures/ansible/counting-app');
+const CLIENTS = 16;
+const REQUESTS = 2000;
+
+test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (t) => {
+  const hosts = {};
+  let runner;
+  let passed = false;
+  const times = {};
+  t.after(async () => {
+    await stopHosts(Object.values(hosts));
+    if (runner) runner.cleanup(passed);
+    process.stderr.write(`distros: ${JSON.stringify(times)}\n`);
+  });
+  const started = Date.now();
+  [hosts.bullseye, hosts.bookworm, hosts.sid] = (await Promise.all([
+    bootHosts(1, { name: 'tkd11', suite: 'bullseye' }),
+    bootHosts(1, { name: 'tkd12', suite: 'bookworm' }),
+    bootHosts(1, { name: 'tkdsid', suite: 'sid' }),
+  ])).map((h) => h[0]);
+  times.bootS = Math.round((Date.now() - started) / 1000);
+  const versions = {};
+  for (const [suite, h] of Object.entries(hosts)) {
+    versions[suite] = { nginx: (await sh(h, 'nginx -v 2>&1')).replace(/.*\//, ''), node: await sh(h, 'node --version') };
+  }
+  process.stderr.write(`distros: versions ${JSON.stringify(versions)}\n`);
+  runner = ansible.createRunner(Object.values(hosts), {
+    name: 'tunekit-distros-e2e',
+    groupVars: { tunekit_nginx_disable_sites: ['default'] },
+    hostVars: {
+      [hosts.sid.name]: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js' },
+    },
+  });
+  const get = (h, urlPath) => ansible.get(h.ip, vars.tunekit_nginx_listen_port, urlPath);
+
+  async function servesThroughNginx(h) {
+    assert.equal(await sh(h, `systemctl is-active ${vars.tunekit_app_name}.service nginx.service`), 'active\nactive');
+    const res = await get(h, '/healthz');
+    assert.equal(res.status, 200, `GET /healthz through nginx on ${h.name}: ${res.body}`);
+    assert.match(await sh(h, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), new RegExp(`server unix:${vars.tunekit_socket_path}\\b`));
+    assert.equal(await sh(h, `stat -c '%U %G %a %F' ${vars.tunekit_socket_path}`),
+      `${vars.tunekit_app_user} ${vars.tunekit_socket_group} ${Number(vars.tunekit_socket_mode.replace(/^0/, ''))} socket`);
+    return res;
+  }
+
+  await t.test("Debian 11: Debian's Node 12 is refused before anything is deployed", async () => {
+    const h = hosts.bullseye;
+    const t0 = Date.now();
+    const r = await runner.playbook([], { limit: h.name });
+    times.bullseyeRefusalS = Math.round((Date.now() - t0) / 1000);
+    assert.notEqual(r.code, 0, 'the play deployed onto Node 12');
+    assert.match(r.out, new RegExp(`Node ${versions.bullseye.node.slice(1).replace(/\./g, '\\.')} \\(/usr/bin/node\\) on ${h.name} is too old;\\s+tunekit needs Node ${MIN_NODE.replace(/\./g, '\\.')} or newer`));
+    assert.match(r.out, /point tunekit_node_bin at it and set\s+tunekit_install_node: false/);
+    for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
+      assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
+    }
+  });
+
+  await t.test('all three deploy in one run (Debian 11 with a supported Node of its own) and serve through nginx', async () => {
+    // A Node the user installed: this machine's, which runs on Debian 11's glibc.
+    const dest = path.join(hosts.bullseye.root, NODE_ON_HOST);
+    fs.mkdirSync(path.dirname(dest), { recursive: true });
+    fs.copyFileSync(process.execPath, dest);
+    fs.chmodSync(dest, 0o755);
+    fs.writeFileSync(path.join(runner.tmp, 'host_vars', `${hosts.bullseye.name}.yml`),
+      JSON.stringify({ tunekit_node_bin: NODE_ON_HOST, tunekit_install_node: false }));
+    const t0 = Date.now();
+    const r = await runner.playbook();
+    times.deployAllS = Math.round((Date.now() - t0) / 1000);
+    assert.equal(r.code, 0, `site.yml failed (log ${r.log}):\n${tailOf(r.out)}`);
+    for (const h of Object.values(hosts)) assert.equal(r.recap[h.name].failed + r.recap[h.name].unreachable, 0, `${h.name} failed`);
+    for (const [suite, h] of Object.entries(hosts)) {
+      await servesThroughNginx(h);
+      // Rendered for the nginx each host has.
+      assert.match(await sh(h, `head -n 12 ${vars.tunekit_nginx_conf_dir}/nginx.conf`), new RegExp(`for nginx ${versions[suite].nginx.replace(/\./g, '\\.')}\\.`));
+    }
+    assert.match(await sh(hosts.bullseye, `systemctl show -P ExecStart ${vars.tunekit_app_name}.service`), new RegExp(NODE_ON_HOST));
+    assert.match(await sh(hosts.bullseye, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), /keepalive_time: nginx 1\.18\.\d+ lacks it/);
+  });
+
+  await t.test('Debian 12: a second run changes nothing', async () => {
+    const h = hosts.bookworm;
+    const t0 = Date.now();
+    const r = await runner.playbook([], { limit: h.name });
+    times.bookwormSecondRunS = Math.round((Date.now() - t0) / 1000);
+    assert.equal(r.code, 0, `second run failed (log ${r.log}):\n${tailOf(r.out)}`);
+    assert.equal(r.recap[h.name].changed, 0, `second run changed ${h.name}:\n${r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
+  });
+
+  await t.test("sid: the upstream pool holds — the app accepts no more connections than there were clients", async () => {
+    const h = hosts.sid;
+    await sh(h, `rm -f ${vars.tunekit_socket_dir}/count.*`);
+    const result = await autocannon({ url: `http://${h.ip}:${vars.tunekit_nginx_listen_port}/`, connections: CLIENTS, amount: REQUESTS, timeout: 30 });
+    assert.equal(result.errors, 0);
+    assert.equal(result['2xx'], REQUESTS);
+    const counts = (await sh(h, `cat ${vars.tunekit_socket_dir}/count.* 2>/dev/null || true`)).split('\n').filter(Boolean).map(Number);
+    const opened = counts.reduce((a, b) => a + b, 0);
+    process.stderr.write(`distros: sid app accepted ${opened} upstream connections for ${REQUESTS} requests over ${CLIENTS} clients\n`);
+    assert.ok(opened >= 1, 'the app counted no connection');
+    assert.ok(opened <= CLIENTS, `the app accepted ${opened} connections for ${CLIENTS} client connections (pool ${vars.tunekit_nginx_upstream_keepalive})`);
+  });
+  passed = true;
+});
