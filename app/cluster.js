@@ -17,19 +17,15 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { normalize, readSettingsFile, parseListen, parseMode, socketPaths } = require('./settings');
 const sock = require('./socket');
+const { AppError } = require('./errors');
+const { MSG } = require('./ipc');
+const { makeLogger, formatFor } = require('./log');
+const { preflight } = require('./preflight');
 
 const WORKER_ENTRY = path.join(__dirname, 'worker.js');
-// Extra time after drainTimeoutMs before the primary SIGKILLs a worker that is
-// still there (the worker forces its own connections closed at drainTimeoutMs).
-const KILL_GRACE_MS = 2000;
 // A worker must report listening within this long, or it counts as a failed start.
 const START_TIMEOUT_MS = 30000;
 
-function makeLogger(out = process.stdout) {
-  return (level, event, fields = {}) => {
-    out.write(`${JSON.stringify({ ts: new Date().toISOString(), level, event, pid: process.pid, ...fields })}\n`);
-  };
-}
 
 function errorText(error) {
   if (!error) return 'no error was reported (the worker was killed or exited on its own)';
@@ -134,6 +130,7 @@ class Primary {
   fork(slot, { replacement = false, spare = false } = {}) {
     const worker = cluster.fork({
       TUNEKIT_PRIMARY_PID: String(process.pid),
+      TUNEKIT_LOG: formatFor(),
       TUNEKIT_SETTINGS: JSON.stringify(this.s),
       TUNEKIT_SLOT: String(slot ? slot.n : 0),
       TUNEKIT_WORKERS: String(this.s.workers),
@@ -163,12 +160,12 @@ class Primary {
 
   onMessage(info, msg) {
     if (!msg || typeof msg !== 'object') return;
-    if (msg.tunekit === 'fatal') {
+    if (msg.tunekit === MSG.FATAL) {
       info.error = msg.error;
       this.lastError = msg.error;
       return;
     }
-    if (msg.tunekit === 'want-listen') {
+    if (msg.tunekit === MSG.WANT_LISTEN) {
       if (this.state === 'stopping' || info.state === 'retiring') return; // it has been told to drain
       info.waiting = true;
       if (info.state === 'spare') {
@@ -180,7 +177,7 @@ class Primary {
       this.sendListener(info);
       return;
     }
-    if (msg.tunekit === 'listening') {
+    if (msg.tunekit === MSG.LISTENING) {
       clearTimeout(info.startTimer);
       if (info.state === 'starting') info.state = 'ready';
       try {
@@ -199,8 +196,8 @@ class Primary {
     if (!info.slot) return;
     const b = this.s.strategy === 'per-worker' ? this.bound[info.slot.n - 1] : this.bound[0];
     const send = (m, handle) => info.worker.send(m, handle, () => {});
-    if (b) send({ tunekit: 'listen', via: 'handle', address: b.path }, b.handle);
-    else send({ tunekit: 'listen', via: 'cluster' });
+    if (b) send({ tunekit: MSG.LISTEN, via: 'handle', address: b.path }, b.handle);
+    else send({ tunekit: MSG.LISTEN, via: 'cluster' });
   }
 
   /** Give a dead worker's slot to the waiting spare. */
@@ -259,6 +256,16 @@ class Primary {
     if (planned) {
       this.log('info', 'worker-exit', fields);
       if (this.state === 'stopping' && this.infos.size === 0) this.finish();
+      return;
+    }
+    if (!this.everReady && info.error && info.error.where === 'load') {
+      // The module cannot load: every worker would fail the same way. Say it
+      // once and stop, instead of respawning into the crash-loop guard.
+      const message = `the app module ${this.s.module || '(example app)'} failed to load: ${errorText(info.error)}; ` +
+        'fix it and start again (no worker was respawned)';
+      this.log('error', 'module-load-failed', { ...fields, error: info.error, message });
+      process.stderr.write(`tunekit: ${message}\n`);
+      this.shutdown('module-load-failed', 1);
       return;
     }
     this.log('warn', 'worker-exit', { ...fields, error: info.error ? errorText(info.error) : undefined });
@@ -343,14 +350,14 @@ class Primary {
   /** Ask a worker to drain; SIGKILL it if it is still there after the drain timeout. */
   retire(info) {
     info.state = 'retiring';
-    if (info.worker.isConnected()) info.worker.send({ tunekit: 'drain' }, undefined, () => {});
+    if (info.worker.isConnected()) info.worker.send({ tunekit: MSG.DRAIN }, undefined, () => {});
     else info.worker.process.kill('SIGTERM');
     const killer = setTimeout(() => {
       if (!this.infos.has(info.id)) return;
-      this.log('warn', 'worker-kill', { worker: info.id, worker_pid: info.pid, reason: `still running ${this.s.drainTimeoutMs + KILL_GRACE_MS} ms after drain` });
+      this.log('warn', 'worker-kill', { worker: info.id, worker_pid: info.pid, reason: `still running ${this.s.drainTimeoutMs + this.s.killGraceMs} ms after drain` });
       this.exitCode = this.exitCode || 1;
       info.worker.process.kill('SIGKILL');
-    }, this.s.drainTimeoutMs + KILL_GRACE_MS);
+    }, this.s.drainTimeoutMs + this.s.killGraceMs);
     killer.unref();
     return info.exited.then(() => clearTimeout(killer));
   }
@@ -402,9 +409,10 @@ class Primary {
       module: s.module || '(example app)', node: process.version,
     });
     try {
+      preflight(s);
       await this.bindListeners();
     } catch (err) {
-      if (err.name !== 'ListenError' && err.name !== 'ConfigError') throw err;
+      if (!(err instanceof AppError)) throw err;
       this.log('error', 'listen-refused', { error: err.message, code: err.code });
       process.stderr.write(`tunekit: ${err.message}\n`);
       this.releaseListeners();

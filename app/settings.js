@@ -11,18 +11,12 @@ const SUN_PATH_MAX = 107;
 
 const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
 
-// Named ConfigError so the tunekit CLI prints it as one line (bin/tunekit.js).
-class SettingsError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
   'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'respawnBackoffMaxMs',
-  'spareWorkers',
+  'spareWorkers', 'killGraceMs',
 ];
 
 // Every field app/settings.json.j2 renders. No defaults here: the one definition

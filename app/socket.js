@@ -20,16 +20,8 @@ const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { SUN_PATH_MAX, SettingsError, parseMode } = require('./settings');
-
-/** A refusal at start: the runner logs it and exits non-zero. */
-class ListenError extends Error {
-  constructor(message, code) {
-    super(message);
-    this.name = 'ListenError';
-    this.code = code;
-  }
-}
+const { SUN_PATH_MAX, parseMode } = require('./settings');
+const { SettingsError, ListenError } = require('./errors');
 
 function errnoName(rval) {
   try {

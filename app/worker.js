@@ -15,6 +15,8 @@
 const cluster = require('node:cluster');
 const net = require('node:net');
 const { loadApp } = require('./load');
+const { MSG, PM2_READY } = require('./ipc');
+const { makeLogger, formatFor } = require('./log');
 const { normalize, readSettingsFile, parseListen } = require('./settings');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
@@ -26,16 +28,7 @@ let settings = null;
 let draining = false;
 let dying = false;
 
-function log(level, event, fields = {}) {
-  process.stdout.write(`${JSON.stringify({
-    ts: new Date().toISOString(),
-    level,
-    event,
-    pid: process.pid,
-    worker: cluster.worker ? cluster.worker.id : 0,
-    ...fields,
-  })}\n`);
-}
+const log = makeLogger(process.stdout, formatFor(), { worker: cluster.worker ? cluster.worker.id : 0 });
 
 function describeError(err) {
   if (!(err instanceof Error)) return { message: String(err) };
@@ -53,10 +46,12 @@ function fatal(err, where) {
   if (dying) return;
   dying = true;
   const error = { ...describeError(err), where };
-  log('error', 'worker-error', { error });
   const leave = () => process.exit(1);
+  // Under the kit's primary the error travels with the exit and the primary logs
+  // it (once, with the worker's exit); on its own the worker logs it itself.
+  if (!(managed && process.connected)) log('error', 'worker-error', { error });
   if (managed && process.connected) {
-    process.send({ tunekit: 'fatal', error }, leave);
+    process.send({ tunekit: MSG.FATAL, error }, leave);
     setTimeout(leave, 1000).unref();
   } else {
     leave();
@@ -228,18 +223,18 @@ async function main() {
     listenThroughPrimary(server, settings, () => {
       log('info', 'listen', { listen: settings.listen, module: app.source, mode: cluster.isWorker ? 'foreign-primary' : 'standalone' });
       // PM2's wait_ready convention.
-      if (typeof process.send === 'function') process.send('ready');
+      if (typeof process.send === 'function') process.send(PM2_READY);
     });
     return;
   }
 
   process.on('message', (msg, handle) => {
-    if (!msg || typeof msg !== 'object' || msg.tunekit !== 'listen' || draining) return;
-    const ready = () => process.send({ tunekit: 'listening', source: app.source });
+    if (!msg || typeof msg !== 'object' || msg.tunekit !== MSG.LISTEN || draining) return;
+    const ready = () => process.send({ tunekit: MSG.LISTENING, source: app.source });
     if (msg.via === 'handle') listenOnHandle(server, handle, settings.backlog, msg.address, ready);
     else listenThroughPrimary(server, settings, ready);
   });
-  process.send({ tunekit: 'want-listen' });
+  process.send({ tunekit: MSG.WANT_LISTEN });
 }
 
 // Before the app loads: a drain request may come at any time (a spare retired by a
@@ -247,7 +242,7 @@ async function main() {
 process.on('SIGTERM', drain);
 process.on('SIGINT', drain);
 process.on('message', (msg) => {
-  if (msg && msg.tunekit === 'drain') drain();
+  if (msg && msg.tunekit === MSG.DRAIN) drain();
 });
 
 main().catch((err) => fatal(err, 'load'));

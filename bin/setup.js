@@ -4,7 +4,10 @@
 // `npm run test:e2e`: installs what that job needs, or stops with the exact
 // command to run. Idempotent and quiet when everything is already there.
 //
-//   node bin/setup.js demo|test|bench|e2e
+//   node bin/setup.js demo|test|bench|e2e|ansible
+//
+// `ansible` (npm run setup:ansible) installs only the Python tools of
+// requirements-dev.txt (Ansible, ansible-lint, gixy) into .venv.
 
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -32,7 +35,8 @@ DEBIAN.test = [
   ['/usr/bin/strace', 'strace'],
   ['/usr/bin/chromium', 'chromium'],
 ];
-const NEEDS_VENV = new Set(['test', 'e2e']);
+const NEEDS_VENV = new Set(['test', 'e2e', 'ansible']);
+const JOBS = ['demo', 'test', 'bench', 'e2e', 'ansible'];
 
 function log(msg) {
   console.error(`setup: ${msg}`);
@@ -94,11 +98,14 @@ function ensureVenv() {
 
 function main() {
   const job = process.argv[2];
-  if (!['demo', 'test', 'bench', 'e2e'].includes(job)) fail('usage: node bin/setup.js demo|test|bench|e2e');
+  if (!JOBS.includes(job)) fail(`usage: node bin/setup.js ${JOBS.join('|')}`);
   checkNode();
-  ensureNpmPackages();
-  ensureDebian(job);
+  if (job !== 'ansible') {
+    ensureNpmPackages();
+    ensureDebian(job);
+  }
   if (NEEDS_VENV.has(job)) ensureVenv();
+  if (job === 'ansible') log(`Ansible is in ${VENV}/bin (ansible-playbook, ansible-lint)`);
 }
 
 if (require.main === module) main();

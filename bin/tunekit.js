@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // The tunekit CLI: wires subcommands (bin/commands/<name>.js, each exporting
-// main(argv) -> exit code) and turns a ConfigError or UsageError into one clear line.
+// main(argv) -> exit code) and turns every error of the kit (lib/errors.js) and of
+// the runner (app/errors.js) into one clear line and exit 2.
 
 // First, before anything an old Node lacks: one line and exit 1 on Node < the minimum.
 require('../app/node-version').requireSupportedNode('tunekit');
@@ -19,7 +20,7 @@ const COMMANDS = {
 function usage() {
   const lines = Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(9)} ${d}`);
   return `usage: tunekit <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n` +
-    'Run `tunekit <command> --help` for its options.';
+    'Run `tunekit <command> --help` for its options; `tunekit --version` prints the version.';
 }
 
 async function main(argv) {
@@ -27,6 +28,12 @@ async function main(argv) {
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd ? 0 : 2;
+  }
+  if (cmd === '--version' || cmd === '-V') {
+    // package.json is read as data: the version has one home.
+    const pkg = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '../package.json'), 'utf8'));
+    console.log(`tunekit ${pkg.version}`);
+    return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
     console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);
@@ -41,7 +48,9 @@ main(process.argv.slice(2)).then(
     if (typeof code === 'number') process.exitCode = code;
   },
   (err) => {
-    if (err && (err.name === 'ConfigError' || err.name === 'UsageError')) {
+    const { KitError } = require('../lib/errors');
+    const { AppError } = require('../app/errors');
+    if (err instanceof KitError || err instanceof AppError) {
       console.error(`tunekit: ${err.message}`);
       process.exitCode = 2;
     } else {

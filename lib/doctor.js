@@ -4,7 +4,9 @@
 // listening sockets' real accept queues (`ss`), process limits (/proc), the
 // socket's owner, mode and directories, and the app's live timeouts (GET /healthz
 // of the example app, else the runner's app.json) — and checks that the layers
-// agree (../shared/MISSION.md "cross-layer rules").
+// agree (the cross-layer rules of ansible/roles/tunekit/templates/checks.j2).
+// Fix texts read the kit's definition (lib/config), so they name the values
+// tunekit would render.
 //
 // gather(options) -> facts (I/O only); analyze(facts) -> findings (pure).
 // Each finding: { id, level: 'ok'|'warn'|'fail'|'skip', what, fix? }.
@@ -17,6 +19,8 @@ const accounts = require('./accounts');
 const nginxconf = require('./nginxconf');
 const { childrenOf } = require('./proc');
 const { findNginx } = require('./nginx');
+const config = require('./config');
+const { UsageError } = require('./errors');
 
 const NODE_KEEPALIVE_DEFAULT_MS = 5000;
 const NODE_HEADERS_DEFAULT_MS = 60000;
@@ -116,8 +120,34 @@ function healthz(socketPath, timeoutMs = 3000) {
 
 
 /** Read what runs. Options: nginxConf, nginxBin, appConfig, socket. */
-async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNginx() || 'nginx', appConfig = '/etc/tunekit-app/app.json', socket = null } = {}) {
+const DEFAULT_NGINX_CONF = '/etc/nginx/nginx.conf';
+const DEFAULT_APP_CONFIG = '/etc/tunekit-app/app.json';
+
+// The cause of a failed read, and what to do about it.
+function readFailure(file, err) {
+  if (err.code === 'ENOENT') return `${file} does not exist`;
+  if (err.code === 'EACCES') {
+    return process.getuid && process.getuid() !== 0 ? `${file}: permission denied; run doctor as root` : `${file}: permission denied (even as root)`;
+  }
+  return `${file}: ${err.code || err.message}`;
+}
+
+/**
+ * Read what runs. Options: nginxConf, nginxBin, appConfig, socket. A path
+ * given explicitly must exist (UsageError otherwise); a default path that does
+ * not exist skips its layer. facts.read lists what was read, facts.skipped
+ * every layer left out and why.
+ */
+async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig, socket = null } = {}) {
+  for (const [flag, file] of [['--nginx-conf', nginxConf], ['--app-config', appConfig], ['--socket', socket]]) {
+    if (file && !fs.existsSync(file)) throw new UsageError(`${flag} ${file}: no such file; pass the path of the live file`);
+  }
+  const explicitApp = Boolean(appConfig);
+  nginxConf = nginxConf || DEFAULT_NGINX_CONF;
+  appConfig = appConfig || DEFAULT_APP_CONFIG;
   const facts = {
+    read: [],
+    skipped: [],
     kernel: {
       somaxconn: readInt('/proc/sys/net/core/somaxconn'),
       nrOpen: readInt('/proc/sys/fs/nr_open'),
@@ -127,10 +157,16 @@ async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNgin
     sockets: [],
     errors: [],
   };
-  const dump = spawnSync(nginxBin, ['-T', '-c', nginxConf], { encoding: 'utf8' });
-  if (dump.status !== 0) {
-    facts.errors.push(`nginx -T -c ${nginxConf} failed: ${(dump.stderr || dump.error?.message || '').trim().split('\n').pop()}`);
+  facts.read.push('/proc/sys/net/core/somaxconn', '/proc/sys/fs/nr_open');
+  const dump = fs.existsSync(nginxConf) ? spawnSync(nginxBin, ['-T', '-c', nginxConf], { encoding: 'utf8' }) : null;
+  if (!dump) {
+    facts.skipped.push({ layer: 'nginx', why: `${nginxConf} does not exist (pass --nginx-conf PATH)` });
+  } else if (dump.status !== 0) {
+    const why = dump.error ? `${nginxBin}: ${dump.error.code || dump.error.message}` : (dump.stderr || '').trim().split('\n').pop();
+    facts.errors.push(`nginx -T -c ${nginxConf} failed: ${why}`);
+    facts.skipped.push({ layer: 'nginx', why: 'nginx -T failed (see the read finding)' });
   } else {
+    facts.read.push(`${nginxBin} -T -c ${nginxConf}`);
     facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout));
     const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
     const master = pidText ? Number(pidText.trim()) : null;
@@ -138,12 +174,23 @@ async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNgin
       facts.nginx.masterPid = master;
       facts.nginx.masterNofile = nofile(master);
       facts.nginx.workerNofile = childrenOf(master).map(nofile).filter((n) => n != null);
+      facts.read.push(`/proc/${master}/limits (nginx master) and its workers'`);
+    } else {
+      facts.skipped.push({ layer: 'nginx processes', why: `no running nginx master (pid file ${facts.nginx.pidFile || 'not set'})` });
     }
   }
   const live = listeners();
   facts.listeners = live;
+  facts.read.push('ss -l (listening sockets)');
 
-  const settings = readText(appConfig);
+  let settings = null;
+  try {
+    settings = fs.readFileSync(appConfig, 'utf8');
+    facts.read.push(appConfig);
+  } catch (err) {
+    if (explicitApp || err.code !== 'ENOENT') facts.errors.push(readFailure(appConfig, err));
+    else facts.skipped.push({ layer: 'app.json', why: `${appConfig} does not exist (pass --app-config PATH)` });
+  }
   let appSettings = null;
   if (settings) {
     try {
@@ -155,7 +202,9 @@ async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNgin
   const socketPaths = socket ? [socket]
     : facts.nginx ? facts.nginx.upstreams.flatMap((u) => u.servers.filter((s) => s.startsWith('unix:')).map((s) => s.slice(5)))
       : appSettings && appSettings.listen.startsWith('unix:') ? [appSettings.listen.slice(5)] : [];
+  if (!socketPaths.length) facts.skipped.push({ layer: 'app socket', why: 'no unix: server in nginx\'s upstreams and no app.json naming one (pass --socket PATH)' });
   for (const p of [...new Set(socketPaths)]) {
+    facts.read.push(`socket ${p}`);
     const entry = { path: p, exists: false };
     try {
       const st = fs.statSync(p);
@@ -180,6 +229,7 @@ async function gather({ nginxConf = '/etc/nginx/nginx.conf', nginxBin = findNgin
   }
   const first = facts.sockets.find((s) => s.exists && s.isSocket);
   const hz = first ? await healthz(first.path) : null;
+  if (hz) facts.read.push(`GET /healthz on ${first.path}`);
   facts.app = {
     settings: appSettings,
     healthz: hz && hz.status === 200 && hz.body ? hz.body : null,
@@ -243,10 +293,14 @@ function describeNginx(parsed) {
 }
 
 /** The cross-layer rules over gathered facts. Pure: facts in, findings out. */
-function analyze(facts) {
+function analyze(facts, def = config.resolve()) {
   const out = [];
   const add = (id, level, what, fix) => out.push({ id, level, what, ...(fix ? { fix } : {}) });
-  for (const e of facts.errors || []) add('read', 'fail', e, 'run doctor as root, and point --nginx-conf / --app-config at the live files');
+  const root = !process.getuid || process.getuid() === 0;
+  for (const e of facts.errors || []) {
+    add('read', 'fail', e, /permission denied|EACCES/i.test(e) && !root ? 'run doctor as root' : 'point --nginx-conf / --app-config at the live files');
+  }
+  for (const s of facts.skipped || []) add('skipped', 'skip', `${s.layer}: ${s.why}`);
   const { kernel, nginx, app } = facts;
   const somaxconn = kernel.somaxconn;
 
@@ -264,7 +318,7 @@ function analyze(facts) {
         continue;
       }
       if (!up.keepalive) {
-        add('keepalive-pool', 'warn', `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`, 'add `keepalive 64;` to the upstream block');
+        add('keepalive-pool', 'warn', `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`, `add \`keepalive ${def.tunekit_nginx_upstream_keepalive};\` to the upstream block (tunekit_nginx_upstream_keepalive)`);
       } else if (p.httpVersion !== '1.1') {
         add('keepalive-http', 'fail', `location ${p.location}: proxy_http_version ${p.httpVersion} closes every upstream connection, so upstream ${up.name}'s keepalive pool is never used`, 'set `proxy_http_version 1.1;`');
       } else if (p.connectionHeader == null) {
@@ -279,14 +333,14 @@ function analyze(facts) {
         const nginxMs = up.keepaliveTimeoutS * 1000;
         if (appKeepAlive.ms <= nginxMs) {
           add('keepalive-race', 'fail', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) is not longer than nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s: the app closes idle connections nginx may still reuse -> 502 "upstream prematurely closed connection"`,
-            `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + 5000}), or lower nginx's keepalive_timeout`);
+            `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + def.tunekit_app_keepalive_margin_s * 1000}: + tunekit_app_keepalive_margin_s), or lower nginx's keepalive_timeout`);
         } else {
           add('keepalive-race', 'ok', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`);
         }
       }
     }
     if (appHeaders != null && appKeepAlive && appHeaders <= appKeepAlive.ms) {
-      add('headers-timeout', 'fail', `app headersTimeout ${appHeaders} ms is not above keepAliveTimeout ${appKeepAlive.ms} ms`, 'set headersTimeout = keepAliveTimeout + 1000');
+      add('headers-timeout', 'fail', `app headersTimeout ${appHeaders} ms is not above keepAliveTimeout ${appKeepAlive.ms} ms`, `set headersTimeout = keepAliveTimeout + ${Number(def.tunekit_app_headers_timeout_ms) - Number(def.tunekit_app_keepalive_timeout_ms)} ms (as tunekit_app_headers_timeout_ms)`);
     }
     const wsMap = nginx.maps.find((m) => m.source === '$http_upgrade');
     if (wsMap) {
@@ -359,9 +413,22 @@ function analyze(facts) {
     }
     if (s.nofile && s.nofile.length) {
       const low = Math.min(...s.nofile);
-      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: it fails with EMFILE near ${low} connections`, 'set LimitNOFILE=65536 in the unit');
+      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: it fails with EMFILE near ${low} connections`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
       else add('app-nofile', 'ok', `app processes may open ${low} files`);
     }
+  }
+  // The socket file is gone but the app still listens on the (deleted) path.
+  for (const s of facts.sockets) {
+    if (!s.exists && s.pids && s.pids.length) {
+      add('socket-deleted', 'fail', `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
+        'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)');
+    }
+  }
+  // Nothing accepts on an existing socket: the app is stopped (a stale socket file).
+  const first = facts.sockets.find((s) => s.exists && s.isSocket);
+  if (first && app && app.healthzError === 'ECONNREFUSED') {
+    add('socket-listener', 'fail', `socket ${first.path} exists but nothing accepts on it (ECONNREFUSED): the app is not running; nginx answers 502 with "(111: Connection refused)"`,
+      'start the app (systemctl start tunekit-app); its runner replaces a socket file nobody listens on');
   }
   if (app && app.healthzError) add('app', 'skip', `GET /healthz on the socket: ${app.healthzError}; timeouts taken from app.json where available`);
   return out;

@@ -1,11 +1,19 @@
 'use strict';
-// Errors a user can act on: the CLI prints the message alone, no stack.
+// The kit's errors, one module for lib/, bin/ and loadtest/ (app/ stands alone
+// on hosts and has its own, app/errors.js). Each is one a user can act on: the CLI
+// prints its message alone, one line, no stack (bin/tunekit.js), and exits 2.
 
-class UsageError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'UsageError';
+/** The base: every error whose message is meant for the user as it is. */
+class KitError extends Error {
+  get name() {
+    return this.constructor.name;
   }
 }
 
-module.exports = { UsageError };
+/** A command line the command cannot take (unknown flag, missing value). */
+class UsageError extends KitError {}
+
+/** A variable or settings file the kit refuses (wrong type, broken rule, unreadable). */
+class ConfigError extends KitError {}
+
+module.exports = { KitError, UsageError, ConfigError };

@@ -7,7 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { ConfigError } = require('./config');
+const { ConfigError } = require('./errors');
 
 const INSTALL_HINT = 'Run: apt-get install -y nginx (or set TUNEKIT_NGINX=/path/to/nginx)';
 

@@ -21,6 +21,7 @@
 // set the key is ignored. The apply step writes keys it could not set with "-",
 // so systemd-sysctl at boot does not fail on them either.
 
+const { KitError } = require('./errors');
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -44,12 +45,8 @@ const NOT_SETTABLE = {
   ENOENT: 'not present here (a global key is not visible in a network namespace on this kernel, or the module is not loaded)',
 };
 
-class SysctlError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'UsageError';
-  }
-}
+/** A key or value the sysctl step refuses. */
+class SysctlError extends KitError {}
 
 function keyPath(key, procRoot = PROC_SYS) {
   if (!/^[a-z0-9_.-]+$/i.test(key) || key.includes('..')) {

@@ -81,6 +81,11 @@ function jinjaVersionTest(value, ref, op = 'eq') {
   return cmp(compareVersions(value, ref));
 }
 
+// Ansible's `match` test: the pattern matches at the start of the value.
+function jinjaMatchTest(value, pattern) {
+  return new RegExp(`^(?:${pattern})`).test(String(value));
+}
+
 function createEnv(searchPaths = [ROOT]) {
   const loader = new nunjucks.FileSystemLoader(searchPaths, { noCache: true });
   const env = new nunjucks.Environment(loader, {
@@ -93,6 +98,7 @@ function createEnv(searchPaths = [ROOT]) {
   env.addFilter('min', jinjaMin);
   env.addFilter('tojson', jinjaToJson);
   env.addTest('version', jinjaVersionTest);
+  env.addTest('match', jinjaMatchTest);
   return env;
 }
 

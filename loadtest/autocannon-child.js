@@ -6,7 +6,7 @@
 // answered (the example app's JSON body carries "pid":N), and sends the
 // encoded histogram and counts to the parent, which merges all processes.
 //
-// Protocol (IPC): parent sends { opts }, child sends { type: 'tick', responses }
+// Protocol (IPC): parent sends { opts }, child sends { type: 'tick', responses, elapsedS }
 // once a second and { type: 'result', ... } at the end, then exits.
 
 const autocannon = require('autocannon');
@@ -36,6 +36,8 @@ function run(opts) {
   const histogram = H.createHistogram();
   const byPid = {};
   const counts = { responses: 0, ok: 0, non2xx: 0, sampled: 0 };
+  const kinds = {};
+  const count = (kind) => { kinds[kind] = (kinds[kind] || 0) + 1; };
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
 
@@ -69,6 +71,7 @@ function run(opts) {
       errors: result.errors,
       timeouts: result.timeouts,
       sampled: counts.sampled,
+      kinds,
       byPid,
     }, () => process.exit(0));
   });
@@ -80,9 +83,12 @@ function run(opts) {
       H.recordMs(histogram, responseTime);
     } else {
       counts.non2xx++;
+      count(`HTTP ${statusCode}`);
     }
   });
-  instance.on('tick', () => process.send({ type: 'tick', responses: counts.responses }));
+  // autocannon reports a timeout as an Error without a code.
+  instance.on('reqError', (err) => count(err.code || (/timed out/.test(err.message) ? 'timeout' : err.message)));
+  instance.on('tick', () => process.send({ type: 'tick', responses: counts.responses, elapsedS: Number(process.hrtime.bigint() - t0) / 1e9 }));
 }
 
 if (require.main === module) {

@@ -26,7 +26,7 @@ function runChild(opts, onTick) {
     // Bounded: a generator that outlives its duration by 30 s is killed.
     const guard = setTimeout(() => child.kill('SIGKILL'), (opts.duration + opts.timeoutS + 30) * 1000);
     child.on('message', (m) => {
-      if (m.type === 'tick') onTick(child.pid, m.responses);
+      if (m.type === 'tick') onTick(child.pid, m.responses, m.elapsedS);
       else if (m.type === 'result') result = m;
       else if (m.type === 'error') result = new Error(`autocannon: ${m.message}`);
     });
@@ -40,6 +40,13 @@ function runChild(opts, onTick) {
   });
 }
 
+// Add up { kind: count } maps (an error code, 'timeout', or 'HTTP <status>').
+function mergeKinds(maps) {
+  const out = {};
+  for (const m of maps) for (const [k, n] of Object.entries(m || {})) out[k] = (out[k] || 0) + n;
+  return out;
+}
+
 // Drive `url` (or `socketPath`) for `duration` seconds with `connections`
 // spread over `procs` processes; `rate` (req/s, optional) is autocannon's own
 // per-second budget (-R), which sends in bursts. Returns a driver result
@@ -48,10 +55,14 @@ async function runAutocannon({ url, socketPath = null, connections, duration, ra
   const n = Math.max(1, Math.min(procs, connections));
   const conns = split(connections, n);
   const rates = rate ? split(rate, n) : conns.map(() => 0);
+  // The live rate sums each process's responses over its own elapsed time,
+  // as the final rate does, once every process has reported.
   const ticks = new Map();
-  const onTick = (pid, responses) => {
-    ticks.set(pid, responses);
-    onProgress([...ticks.values()].reduce((a, b) => a + b, 0));
+  const onTick = (pid, responses, elapsedS) => {
+    ticks.set(pid, { responses, elapsedS });
+    const all = [...ticks.values()];
+    const rate = all.length === n ? all.reduce((a, x) => a + x.responses / x.elapsedS, 0) : null;
+    onProgress(all.reduce((a, x) => a + x.responses, 0), rate);
   };
   const parts = await Promise.all(conns.map((c, i) => runChild({
     url, socketPath, connections: c, duration, rate: rates[i], timeoutS, workerShare,
@@ -76,10 +87,11 @@ async function runAutocannon({ url, socketPath = null, connections, duration, ra
       non2xx: sum('non2xx'),
       errors: sum('errors'),
       timeouts: sum('timeouts'),
+      kinds: mergeKinds(parts.map((p) => p.kinds)),
     },
     histogram,
     workers: workerShare ? mergeCounts(parts.map((p) => p.byPid), sum('sampled')) : null,
   };
 }
 
-module.exports = { runAutocannon, split };
+module.exports = { runAutocannon, split, mergeKinds };

@@ -138,7 +138,7 @@ async function runBench(o) {
         targets[name] = s.target;
       }
     }
-    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n) => progress.update(n) };
+    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
     if (o.warmup > 0) {
       for (const name of o.scenarios) {
         progress.start(`warm-up ${name}`, o.warmup);

@@ -32,8 +32,9 @@ function linesSince(m) {
     } finally {
       fs.closeSync(fd);
     }
-  } catch {
-    return { file: m.file, lines: 0, sample: [] };
+  } catch (err) {
+    // lines: null, not 0: an unread log proves nothing.
+    return { file: m.file, lines: null, sample: [], unreadable: err.code || err.message };
   }
   const lines = text.split('\n').filter((l) => l.trim() !== '');
   return { file: m.file, lines: lines.length, sample: lines.slice(0, SAMPLE_LINES) };

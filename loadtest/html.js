@@ -127,6 +127,8 @@ function toHtml(doc) {
   const body = [
     `<h1>tunekit ${esc(doc.kind)}</h1>`,
     `<p class="meta"><code>${esc(doc.command)}</code> — ${esc(doc.createdAt)}<br>${esc(`${h.cores} cores (${h.cpuModel || '?'}), Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}, autocannon ${h.autocannon || '?'}, wrk ${h.wrk || 'not installed'}`)}</p>`,
+    '<h2>Headline</h2>',
+    `<ul class="headline">${T.headlines(doc).map((l) => `<li>${esc(l)}</li>`).join('')}</ul>`,
     '<h2>Latency by percentile</h2>',
     '<p>From the kit\'s own per-response histogram (µs). Paced runs count from the intended send time.</p>',
     curveChart(c.curves),

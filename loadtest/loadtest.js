@@ -22,7 +22,7 @@ async function runLoadtest(o) {
       stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.module || null, set: o.set, varsFiles: o.varsFiles, port: 0 });
       target = nginxTarget(o.upstream, stack, `nginx (${o.profile}) → ${stack.appListen}`);
     }
-    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, duration: o.duration, onProgress: (n) => progress.update(n) };
+    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, duration: o.duration, onProgress: (n, rate) => progress.update(n, rate) };
     if (o.rate) {
       progress.start(`${target.name} paced at ${o.rate} req/s (pacer)`, o.duration);
       results.push(await measure(target, { ...base, mode: 'paced', rate: o.rate }));

@@ -17,6 +17,7 @@ const { assess } = require('./workershare');
 const { runAutocannon } = require('./autocannon');
 const { runWrk } = require('./wrk');
 const { runPaced } = require('./pacer');
+const { kindsText } = require('./format');
 
 // A generator process at or above this share of one core is itself the limit.
 const CLIENT_BOUND_CORE_SHARE = 0.9;
@@ -121,8 +122,10 @@ async function measure(target, o) {
   const machine = {
     cores: cpu.cores(),
     busyCores,
-    otherCores: busyCores == null ? null
-      : Math.max(0, busyCores - gen.cpuUs / 1e6 / d.elapsedS - (server ? server.cores : 0)),
+    // Without the server's pids (--url, --socket) its CPU cannot be told
+    // apart from other tenants': not measured, rather than counted as theirs.
+    otherCores: busyCores == null || !server ? null
+      : Math.max(0, busyCores - gen.cpuUs / 1e6 / d.elapsedS - server.cores),
   };
   const latencyUs = d.latencyUs || H.summarize(d.histogram);
   // The workers expected to serve: the target's list (the runner's "ready"
@@ -151,14 +154,21 @@ async function measure(target, o) {
     workers: assess(d.workers, appWorkers),
     warnings: [],
   };
-  result.warnings.push(...clientWarnings(o.mode, gen, result));
+  // A generator that got no response spun on errors: its CPU says nothing
+  // about the server, so no client-bound warning then.
+  if (result.requests.ok > 0) result.warnings.push(...clientWarnings(o.mode, gen, result));
   if (server && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores) {
     result.warnings.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
       'absolute figures are from a shared machine; compare ratios from the same round');
   }
   const r = result.requests;
   if (r.errors || r.timeouts || r.non2xx) {
-    result.warnings.push(`${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx responses`);
+    const kinds = kindsText(r.kinds);
+    result.warnings.push(`${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx responses${kinds ? `: ${kinds}` : ''}`);
+  }
+  if (result.errorLog && result.errorLog.unreadable) {
+    result.warnings.push(`cannot read the error log ${result.errorLog.file} (${result.errorLog.unreadable}): its lines are not counted; ` +
+      'pass --error-log with the path nginx writes (error_log in nginx.conf) and make it readable');
   }
   if (result.errorLog && result.errorLog.lines) {
     result.warnings.push(`nginx wrote ${result.errorLog.lines} error.log lines, e.g. ${result.errorLog.sample[0]}`);

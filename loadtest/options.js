@@ -2,6 +2,8 @@
 // Command-line options of `tunekit loadtest` and `tunekit bench`: one table
 // each (name, type, default, help) that parses argv and prints --help.
 
+const fs = require('node:fs');
+const path = require('node:path');
 const { parseArgs } = require('node:util');
 const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
@@ -23,6 +25,18 @@ const nonNegNum = (name, v) => {
   if (!(n >= 0)) throw new UsageError(`--${name} must be a number >= 0 (got "${v}")`);
   return n;
 };
+// A report path: its directory must exist (nothing is created at a mistyped path).
+const reportFile = (name, v) => {
+  const dir = path.dirname(path.resolve(v));
+  let st = null;
+  try {
+    st = fs.statSync(dir);
+  } catch {
+    // handled below
+  }
+  if (!st || !st.isDirectory()) throw new UsageError(`--${name} ${v}: directory ${dir} does not exist; create it first or choose another path`);
+  return v;
+};
 const oneOf = (choices) => (name, v) => {
   if (!choices.includes(v)) throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${v}")`);
   return v;
@@ -37,9 +51,10 @@ const COMMON = {
   set: { type: 'string', multiple: true, dflt: [], help: 'key=value override of a tunable (repeatable)' },
   vars: { type: 'string', multiple: true, dflt: [], help: 'YAML vars file, as ansible -e @file (repeatable)' },
   timeout: { type: 'string', conv: positiveNum, dflt: '10', help: 'per-request timeout, seconds' },
-  json: { type: 'string', help: 'write the JSON report (schema: loadtest/README.md)' },
-  md: { type: 'string', help: 'write a Markdown report' },
-  html: { type: 'string', help: 'write a self-contained HTML report with charts' },
+  json: { type: 'string', conv: reportFile, help: 'write the JSON report (schema: loadtest/README.md)' },
+  md: { type: 'string', conv: reportFile, help: 'write a Markdown report' },
+  html: { type: 'string', conv: reportFile, help: 'write a self-contained HTML report with charts' },
+  wide: { type: 'boolean', help: 'every column in the terminal table (the default view fits 100 columns)' },
   'no-progress': { type: 'boolean', help: 'no progress output on stderr' },
   help: { type: 'boolean', short: 'h', help: 'this help' },
 };
@@ -97,7 +112,9 @@ function parse(cmd, spec, argv) {
   for (const [k, s] of Object.entries(spec)) {
     const v = values[k] !== undefined ? values[k] : s.dflt;
     const key = k.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
-    out[key] = v !== undefined && s.conv ? s.conv(k, v) : v;
+    // Defaults are the kit's own (loadtest/results/ is created on write).
+    const given = values[k] !== undefined;
+    out[key] = v !== undefined && s.conv && (given || s.conv !== reportFile) ? s.conv(k, v) : v;
   }
   // The stock baseline proxies to TCP; every other profile defaults to the UDS upstream.
   if (spec === LOADTEST && !out.upstream) out.upstream = out.profile === 'stock' ? 'tcp' : 'uds';

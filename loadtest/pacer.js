@@ -79,6 +79,8 @@ async function runPaced({ url, socketPath = null, rate, duration, connections = 
   const lag = H.createHistogram();
   const byPid = {};
   const counts = { sent: 0, completed: 0, ok: 0, non2xx: 0, errors: 0, timeouts: 0, sampled: 0, queued: 0, maxQueue: 0 };
+  const kinds = {};
+  const count = (kind) => { kinds[kind] = (kinds[kind] || 0) + 1; };
   let lastSendNs = 0n;
   let lastDoneNs = 0n;
   let settled = 0;
@@ -117,14 +119,16 @@ async function runPaced({ url, socketPath = null, rate, duration, connections = 
       H.recordNs(service, doneNs - job.sentNs);
     } else {
       counts.non2xx++;
+      count(`HTTP ${res.status}`);
     }
     if (workerShare) counts.sampled += countPids(res.body, byPid);
     release(c);
     settle();
   };
-  const onFail = (c, job) => {
+  const onFail = (c, job, err) => {
     if (!job.warm) {
       counts.errors++;
+      count((err && err.code) || (err && err.message) || 'error');
       settle();
     }
     release(c);
@@ -169,6 +173,7 @@ async function runPaced({ url, socketPath = null, rate, duration, connections = 
         if (c.job && !c.job.warm && now - c.job.sentNs > timeoutNs) {
           c.timeout();
           counts.timeouts++;
+          count('timeout');
           settle();
           release(c);
         }
@@ -217,7 +222,7 @@ async function runPaced({ url, socketPath = null, rate, duration, connections = 
       targetRate: rate,
       achievedRate: counts.sent / sendWindowS,
       reqPerSec: counts.completed / elapsedS,
-      requests: { sent: counts.sent, completed: counts.completed, ok: counts.ok, non2xx: counts.non2xx, errors: counts.errors, timeouts: counts.timeouts },
+      requests: { sent: counts.sent, completed: counts.completed, ok: counts.ok, non2xx: counts.non2xx, errors: counts.errors, timeouts: counts.timeouts, kinds },
       histogram: latency,
       serviceUs: H.summarize(service),
       sendLagUs: H.summarize(lag),

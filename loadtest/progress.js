@@ -20,7 +20,7 @@ function createProgress({ stream = process.stderr, enabled = true } = {}) {
   return {
     start(label, seconds) {
       if (!enabled) return;
-      current = { label, seconds, started: Date.now(), responses: null, at: null, rate: null };
+      current = { label, seconds, started: Date.now(), rate: null };
       if (tty) {
         draw();
         timer = setInterval(draw, 250);
@@ -29,16 +29,19 @@ function createProgress({ stream = process.stderr, enabled = true } = {}) {
         stream.write(`${label} (${seconds} s)\n`);
       }
     },
-    // Responses so far (reported about once a second by the drivers); the
-    // bar shows the rate since the previous report.
-    update(responses) {
+    // Responses so far, all generators together (the drivers report about
+    // once a second). A driver with several processes passes its own `rate`
+    // (each process on its own clock); otherwise the bar shows the mean
+    // rate since the start.
+    update(responses, rate = null) {
       if (!current || responses == null) return;
-      const now = Date.now();
-      if (current.at !== null && now > current.at && responses >= current.responses) {
-        current.rate = ((responses - current.responses) * 1000) / (now - current.at);
-      }
-      current.responses = responses;
-      current.at = now;
+      const elapsedMs = Date.now() - current.started;
+      if (rate != null) current.rate = rate;
+      else if (elapsedMs > 0) current.rate = (responses * 1000) / elapsedMs;
+    },
+    // The rate the bar shows now (req/s), or null before the first report.
+    rate() {
+      return current ? current.rate : null;
     },
     done() {
       if (!enabled || !current) return;

@@ -2,8 +2,8 @@
 'use strict';
 // Syscalls per request of nginx's workers and the app's workers, counted with
 // `strace -c -f` during a short, bounded wrk run against each local stack
-// (stock, tuned TCP, tuned UDS). Checks seed 004's "4 vs 8–10 syscalls per
-// request" claim; see docs/benchmarks.md. strace slows the processes down a
+// (stock, tuned TCP, tuned UDS). Checks the "4 vs 8–10 syscalls per
+// request" claim of the article "Your Unix Socket Stack Is Misconfigured. Here's What to Fix and Why."; see docs/benchmarks.md. strace slows the processes down a
 // lot: the counts mean something, the speed under strace does not.
 //
 //   node loadtest/syscalls.js [--duration 3] [--connections 10]
@@ -14,6 +14,7 @@ const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
 const { startStack } = require('../lib/stack');
+const { UsageError } = require('../lib/errors');
 
 const STACKS = [['stock', { upstream: 'tcp', profile: 'stock' }], ['tcp', { upstream: 'tcp' }], ['uds', { upstream: 'uds' }]];
 
@@ -53,9 +54,33 @@ async function count(name, opts, { duration, connections }) {
   }
 }
 
-async function main() {
-  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, connections: { type: 'string', default: '10' } } });
+const USAGE = `usage: node loadtest/syscalls.js [--duration S] [--connections N]
+
+Counts syscalls per request of nginx and the app workers (strace -c, wrk load)
+for each upstream kind of the local stack.
+  --duration S      seconds of load per stack (default 3)
+  --connections N   wrk connections (default 10)`;
+
+function options(argv) {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: { duration: { type: 'string', default: '3' }, connections: { type: 'string', default: '10' }, help: { type: 'boolean', short: 'h' } } }));
+  } catch (err) {
+    throw new UsageError(`${err.message}\n${USAGE}`);
+  }
+  if (values.help) return null;
   const o = { duration: Number(values.duration), connections: Number(values.connections) };
+  if (!(o.duration > 0)) throw new UsageError(`--duration must be a number > 0 (got "${values.duration}")`);
+  if (!Number.isInteger(o.connections) || o.connections < 1) throw new UsageError(`--connections must be a whole number >= 1 (got "${values.connections}")`);
+  return o;
+}
+
+async function main() {
+  const o = options(process.argv.slice(2));
+  if (!o) {
+    console.log(USAGE);
+    return;
+  }
   for (const [name, opts] of STACKS) {
     const r = await count(name, opts, o);
     for (const [who, rows] of Object.entries(r.rows)) {
@@ -69,6 +94,11 @@ async function main() {
 
 if (require.main === module) {
   main().catch((err) => {
+    if (err instanceof UsageError) {
+      console.error(`syscalls: ${err.message}`);
+      process.exitCode = 2;
+      return;
+    }
     console.error(err.stack || err);
     process.exitCode = 1;
   });

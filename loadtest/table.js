@@ -1,33 +1,68 @@
 'use strict';
 // Plain-text tables for the terminal (and the Markdown writer reuses the rows).
 
-const { int, fixed, spreadText } = require('./format');
+const { int, fixed, spreadText, kindsText } = require('./format');
 
 function errText(r) {
   const q = r.requests;
   return `${q.errors}/${q.timeouts}/${q.non2xx}`;
 }
 
-function workersText(w) {
+// "n/a" when no response carried a pid (another server, or wrk): nothing to count.
+function workersText(w, { wide = false } = {}) {
   if (!w) return '–';
-  const shares = Object.values(w.share).map((s) => `${Math.round(s * 100)}%`).join(' ');
-  return `${w.served}${w.expected != null ? `/${w.expected}` : ''} [${shares}]`;
+  if (!w.sampled) return 'n/a';
+  const served = `${w.served}${w.expected != null ? `/${w.expected}` : ''}`;
+  const shares = Object.values(w.share).map((x) => Math.round(x * 100));
+  if (wide) return `${served} [${shares.map((x) => `${x}%`).join(' ')}]`;
+  const lo = Math.min(...shares);
+  const hi = Math.max(...shares);
+  return `${served} ${lo === hi ? `${lo}` : `${lo}–${hi}`}%`;
 }
 
-const RESULT_HEAD = ['scenario', 'driver', 'mode', 'req/s', 'p50 µs', 'p90 µs', 'p99 µs', 'p99.9 µs', 'max µs',
-  'err/tmo/non2xx', 'errlog', 'srv µs/req', 'gen CPU', 'others', 'workers'];
+function otherText(r) {
+  if (!r.machine || r.machine.otherCores == null) return 'not measured';
+  return `${r.machine.otherCores.toFixed(1)} cores`;
+}
 
-function resultRow(r) {
-  const l = r.latencyUs;
-  const mode = r.mode === 'saturation' ? 'saturation' : r.mode === 'paced' ? `paced ${r.targetRate}/s` : `-R ${r.targetRate}/s`;
-  return [
-    r.scenario, r.driver, mode, int(r.reqPerSec), int(l.p50), int(l.p90), int(l.p99), int(l.p999), int(l.max),
-    errText(r), r.errorLog ? String(r.errorLog.lines) : '–',
-    r.server ? fixed(r.server.cpuUsPerReq) : '–',
-    `${Math.round(r.generator.machineShare * 100)}%`,
-    r.machine && r.machine.otherCores != null ? `${r.machine.otherCores.toFixed(1)} cores` : '–',
-    workersText(r.workers),
-  ];
+function errlogText(r) {
+  if (!r.errorLog) return '–';
+  return r.errorLog.lines == null ? 'unread' : String(r.errorLog.lines);
+}
+
+function modeText(r) {
+  return r.mode === 'saturation' ? 'saturation' : r.mode === 'paced' ? `paced ${r.targetRate}/s` : `-R ${r.targetRate}/s`;
+}
+
+// Each column: [heading, cell(result), shown by default]. The default view
+// fits 100 columns; --wide adds the rest.
+const RESULT_COLUMNS = [
+  ['scenario', (r) => r.scenario, true],
+  ['driver', (r) => r.driver, false],
+  ['mode', modeText, true],
+  ['req/s', (r) => int(r.reqPerSec), true],
+  ['p50 µs', (r) => int(r.latencyUs.p50), true],
+  ['p90 µs', (r) => int(r.latencyUs.p90), false],
+  ['p99 µs', (r) => int(r.latencyUs.p99), true],
+  ['p99.9 µs', (r) => int(r.latencyUs.p999), false],
+  ['max µs', (r) => int(r.latencyUs.max), false],
+  ['errors', (r) => int(r.requests.errors + r.requests.non2xx), true],
+  ['err/tmo/non2xx', errText, false],
+  ['errlog', errlogText, true],
+  ['srv µs/req', (r) => (r.server ? fixed(r.server.cpuUsPerReq) : '–'), true],
+  ['gen CPU', (r) => `${Math.round(r.generator.machineShare * 100)}%`, false],
+  ['others', otherText, true],
+  ['workers', (r) => workersText(r.workers), true],
+];
+
+function resultColumns(wide) {
+  return RESULT_COLUMNS.filter((c) => wide || c[2]);
+}
+
+const RESULT_HEAD = RESULT_COLUMNS.map((c) => c[0]);
+
+function resultRow(r, { wide = true } = {}) {
+  return resultColumns(wide).map(([head, cell]) => (head === 'workers' ? workersText(r.workers, { wide }) : cell(r)));
 }
 
 const SUMMARY_HEAD = ['scenario', 'driver', 'req/s', 'p50 µs', 'p99 µs', 'p99.9 µs', 'srv µs/req', 'µs/req at rate', 'p99 at rate', 'err', 'errlog', 'others'];
@@ -38,7 +73,7 @@ function summaryRow(s) {
     spreadText(s.latencyUs.p999), spreadText(s.cpuUsPerReq, (n) => fixed(n)),
     s.atRate ? spreadText(s.atRate.cpuUsPerReq, (n) => fixed(n)) : '–',
     s.atRate ? spreadText(s.atRate.latencyUs.p99) : '–',
-    String(s.errors + s.non2xx), String(s.errorLogLines),
+    String(s.errors + s.non2xx), s.errorLogLines == null ? 'unread' : String(s.errorLogLines),
     s.otherCores && s.otherCores.median != null ? spreadText(s.otherCores, (n) => fixed(n)) : '–',
   ];
 }
@@ -63,16 +98,50 @@ function warningsText(results, extra = []) {
   return lines.length ? `\nwarnings:\n${lines.map((l) => `  - ${l}`).join('\n')}` : '';
 }
 
-function loadtestText(doc) {
+// One line a reader can trust at a glance: rate, latency, errors.
+function headline(r) {
+  const q = r.requests;
+  const bad = q.errors + q.non2xx;
+  return `${r.scenario} ${modeText(r)}: ${int(r.reqPerSec)} req/s, p50 ${int(r.latencyUs.p50)} µs, p99 ${int(r.latencyUs.p99)} µs, ` +
+    (bad ? `errors: ${kindsText(q.kinds) || errText(r)}` : 'no errors');
+}
+
+// The verdict of an A/B ratio of req/s over rounds: a side wins only when
+// every round agrees.
+function verdict(x) {
+  const [a, b] = x.name.split('/');
+  const s = x.reqPerSec;
+  if (!s || s.median == null) return `${x.name}: no req/s ratio (a side had no result)`;
+  const text = `${x.name} req/s ${spreadText(s, (n) => fixed(n, 2))}`;
+  if (s.min > 1) return `${text}: ${a} faster than ${b} in every round`;
+  if (s.max < 1) return `${text}: ${a} slower than ${b} in every round`;
+  return `${text}: no consistent difference (the rounds disagree)`;
+}
+
+// The headline of a report: one line per run (loadtest) or per scenario and
+// A/B verdict (bench).
+function headlines(doc) {
+  if (doc.kind !== 'bench') return doc.results.map(headline);
+  return [
+    ...doc.summary.map((x) => `${x.scenario}: ${spreadText(x.reqPerSec)} req/s, p50 ${spreadText(x.latencyUs.p50)} µs, ` +
+      `p99 ${spreadText(x.latencyUs.p99)} µs, ${x.errors + x.non2xx ? `${int(x.errors + x.non2xx)} errors` : 'no errors'}`),
+    ...doc.ratios.map(verdict),
+  ];
+}
+
+function loadtestText(doc, { wide = false } = {}) {
   const h = doc.host;
   return [
     `tunekit loadtest — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}`,
-    render(RESULT_HEAD, doc.results.map(resultRow)),
-    'latency in µs from the kit\'s own per-response histogram; paced latency counts from the intended send time;',
-    'srv µs/req = nginx + app CPU (/proc schedstat) / requests; gen CPU = generator share of all cores;',
-    'others = cores kept busy meanwhile by neither server nor generator (other tenants, kernel threads).',
+    ...headlines(doc),
+    '',
+    render(resultColumns(wide).map((c) => c[0]), doc.results.map((r) => resultRow(r, { wide }))),
+    'latency: µs from the kit\'s own per-response histogram; paced runs count from the intended send time.',
+    'srv µs/req: nginx + app CPU (/proc schedstat) per request; workers: how many answered, share min–max',
+    'others: cores busy meanwhile with neither server nor generator (other tenants, kernel threads).',
+    wide ? '' : 'more columns (driver, p90, p99.9, max, error split, generator CPU, each worker): --wide',
     warningsText(doc.results, doc.warnings),
-  ].join('\n');
+  ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
 }
 
 function benchText(doc) {
@@ -80,6 +149,8 @@ function benchText(doc) {
   return [
     `tunekit bench — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}; ` +
       `${doc.options.rounds} rounds × ${doc.options.duration} s, ${doc.options.connections} connections, driver ${doc.options.driver}`,
+    ...headlines(doc),
+    '',
     'median (min–max) over rounds',
     render(SUMMARY_HEAD, doc.summary.map(summaryRow)),
     '',
@@ -89,4 +160,4 @@ function benchText(doc) {
   ].join('\n');
 }
 
-module.exports = { RESULT_HEAD, resultRow, SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow, render, loadtestText, benchText, workersText };
+module.exports = { RESULT_HEAD, resultRow, headline, headlines, verdict, SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow, render, loadtestText, benchText, workersText };

@@ -15,6 +15,8 @@ async function main(argv) {
     console.log(o.help);
     return 0;
   }
+  // Refuse a wrong-typed --set/--vars value before anything starts.
+  require('../../lib/config').resolve({ varsFiles: o.varsFiles, set: o.set, check: false });
   const { runBench, SCENARIOS } = require('../../loadtest/bench');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');

@@ -143,6 +143,7 @@ async function main(argv) {
   if (opts.keep) {
     const p = stack.pids();
     console.log('\nLeft running (--keep). Try: curl ' + stack.url);
+    console.log(`Audit it with:\n  node bin/tunekit.js doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
     console.log(`Stop it with:\n  node bin/tunekit.js demo --stop ${stack.renderDir}`);
     // rm only once both are gone: the app removes its own socket when it stops.
     console.log(`or by hand:\n  kill -QUIT ${p.nginx[0]}; kill -TERM ${p.app[0]}; ` +

@@ -49,12 +49,15 @@ async function main(argv) {
   if (opts.json) {
     console.log(JSON.stringify({ summary: sum, findings, facts }, null, 2));
   } else {
+    console.log(`read: ${facts.read.join('; ')}`);
+    console.log('');
     const mark = { ok: 'ok  ', warn: 'WARN', fail: 'FAIL', skip: 'skip' };
+    // The id in brackets is the one docs/troubleshooting.md cites.
     for (const f of findings) {
-      console.log(`${mark[f.level]}  ${f.what}`);
+      console.log(`${mark[f.level]}  [${f.id}] ${f.what}`);
       if (f.fix) console.log(`      fix: ${f.fix}`);
     }
-    console.log(`\n${sum.ok} ok, ${sum.warn} warnings, ${sum.fail} failures`);
+    console.log(`\n${sum.ok} ok, ${sum.warn} warnings, ${sum.fail} failures, ${sum.skip} skipped`);
   }
   return sum.fail ? 1 : 0;
 }

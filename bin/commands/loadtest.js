@@ -30,7 +30,13 @@ function finish(doc, o, text) {
   for (const f of report.writeAll(doc, o)) console.error(`wrote ${f}`);
   const failed = report.failedScenarios(doc);
   if (failed.length) {
-    console.error(`tunekit: no successful response from ${failed.join(', ')}; see the errors and warnings above`);
+    const { kindsText } = require('../../loadtest/format');
+    const { mergeKinds } = require('../../loadtest/autocannon');
+    const why = failed.map((name) => {
+      const kinds = kindsText(mergeKinds(doc.results.filter((r) => r.scenario === name).map((r) => r.requests.kinds)));
+      return kinds ? `${name} (${kinds})` : name;
+    });
+    console.error(`tunekit: no successful response from ${why.join(', ')}; see the errors and warnings above`);
     return 1;
   }
   return 0;
@@ -46,6 +52,8 @@ async function main(argv) {
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
   if (o.socket && o.driver === 'wrk') throw new UsageError('wrk cannot connect to a Unix socket; drop --driver wrk or use --url');
+  // Refuse a wrong-typed --set/--vars value before anything starts.
+  require('../../lib/config').resolve({ varsFiles: o.varsFiles, set: o.set, check: false });
   const { runLoadtest } = require('../../loadtest/loadtest');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');
@@ -64,7 +72,7 @@ async function main(argv) {
     stack,
     results,
   });
-  return finish(doc, o, loadtestText(doc));
+  return finish(doc, o, loadtestText(doc, { wide: o.wide }));
 }
 
 module.exports = { main, requirePackages, finish };

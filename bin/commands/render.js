@@ -100,9 +100,10 @@ async function main(argv) {
   }
   const layers = opts.layer.length ? opts.layer : null;
 
-  const overrides = {};
-  if (opts['nginx-version'] !== undefined) overrides.tunekit_nginx_version = opts['nginx-version'];
-  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, overrides });
+  const flags = [];
+  const version = opts['nginx-version'];
+  if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
+  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {
@@ -113,6 +114,14 @@ async function main(argv) {
     console.log('nginx -t: the rendered configuration is valid');
   }
   const outDir = path.resolve(opts.out);
+  // A layer asked for by name whose files all depend on another setting:
+  // say which, rather than write nothing in silence.
+  for (const l of layers || []) {
+    const entries = renderer.loadManifest().filter((e) => e.layer === l);
+    if (entries.some((e) => !e.when_var || renderer.applies(e, vars))) continue;
+    const when = [...new Set(entries.map((e) => (e.when_equals != null ? `${e.when_var}=${e.when_equals}` : `${e.when_var} set`)))];
+    throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
+  }
   const { files } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
   console.log(`wrote ${files.length} files under ${outDir}:`);
   for (const f of files) console.log(`  ${path.relative(outDir, f)}`);

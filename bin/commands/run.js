@@ -7,8 +7,8 @@
 // primary of app/cluster.js in this process.
 
 const path = require('node:path');
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine } = require('../../lib/args');
 
 const HELP = `usage: tunekit run [MODULE] [options]
 
@@ -27,42 +27,51 @@ options:
   --socket-group G      group of the socket (name or gid); nginx's user must be in it
   --drain-timeout SEC   on SIGTERM/SIGINT, finish in-flight requests for at most SEC
   --config FILE         read a rendered app.json instead of the definition
+  --log FORMAT          auto (text on a terminal, else JSON lines; default) | json | text
   --vars FILE.yml       variables file, like ansible-playbook -e @FILE (repeatable)
   --set key=value       one variable, like -e key=value (repeatable)
   -h, --help            this text
 
 Signals: SIGTERM/SIGINT drain and exit; SIGHUP restarts the workers one at a time.
-Logs: one JSON line per event on stdout; "event":"ready" once every worker listens.`;
+Logs: one line per event on stdout (JSON lines unless on a terminal or --log text);
+the "ready" event comes once every worker listens.`;
 
-const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
+// Each flag sets a variable of the definition, so it passes the same type and
+// cross-layer checks as `--set` (lib/config). --listen fd:N and systemd have no
+// variable: an inherited socket is the runner's own business.
+const FLAG_VARIABLES = {
+  workers: 'tunekit_app_workers',
+  strategy: 'tunekit_app_strategy',
+  'socket-mode': 'tunekit_socket_mode',
+  'socket-group': 'tunekit_socket_group',
+  'drain-timeout': 'tunekit_app_drain_timeout_s',
+};
 
 function parse(argv) {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        listen: { type: 'string' },
-        workers: { type: 'string' },
-        strategy: { type: 'string' },
-        'socket-mode': { type: 'string' },
-        'socket-group': { type: 'string' },
-        'drain-timeout': { type: 'string' },
-        config: { type: 'string' },
-        vars: { type: 'string', multiple: true, default: [] },
-        set: { type: 'string', multiple: true, default: [] },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (err) {
-    // node:util's messages run to several sentences; the first names the problem.
-    throw new UsageError(`${err.message.split(/\.\s|\n/)[0]}; see tunekit run --help`);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine({
+    args: argv,
+    options: {
+      listen: { type: 'string' },
+      workers: { type: 'string' },
+      strategy: { type: 'string' },
+      'socket-mode': { type: 'string' },
+      'socket-group': { type: 'string' },
+      'drain-timeout': { type: 'string' },
+      config: { type: 'string' },
+      log: { type: 'string' },
+      vars: { type: 'string', multiple: true, default: [] },
+      set: { type: 'string', multiple: true, default: [] },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: true,
+  }, 'tunekit run --help');
   if (positionals.length > 1) {
     throw new UsageError(`one MODULE at most, got ${positionals.length}: ${positionals.join(' ')}`);
+  }
+  const { FORMATS } = require('../../app/log');
+  if (values.log !== undefined && !FORMATS.includes(values.log)) {
+    throw new UsageError(`--log ${values.log}: expected one of ${FORMATS.join(', ')}`);
   }
   if (values.config && (values.vars.length || values.set.length)) {
     throw new UsageError('--config reads a rendered app.json; --vars and --set apply to the definition instead: use one or the other');
@@ -70,41 +79,60 @@ function parse(argv) {
   return { ...values, module: positionals[0] };
 }
 
-/** CLI flags → changes to the settings object (validated, in settings units). */
-function flagOverrides(opts) {
-  const out = {};
-  if (opts.workers !== undefined) {
-    if (!/^\d+$/.test(opts.workers)) throw new UsageError(`--workers ${opts.workers}: expected a whole number (0 = one per CPU core)`);
-    out.workers = Number(opts.workers);
+/**
+ * The flags as variables of the definition: [{key, value, where}], values as
+ * text (lib/config reads them as --set does). --listen unix:/p sets the socket
+ * path (and upstream kind uds, unless --strategy per-worker); tcp:H:P the upstream
+ * kind tcp and the TCP host and port.
+ */
+function flagVariables(opts) {
+  const out = [];
+  const add = (key, value, where) => out.push({ key, value, where });
+  for (const [flag, key] of Object.entries(FLAG_VARIABLES)) {
+    if (opts[flag] !== undefined) add(key, opts[flag], `--${flag} ${opts[flag]}`);
   }
   if (opts.listen !== undefined) {
-    const { parseListen } = require('../../app/settings');
-    try {
-      out.listen = parseListen(opts.listen).text;
-    } catch (err) {
-      throw new UsageError(`--${err.message}`);
+    const listen = parseListenFlag(opts.listen);
+    const where = `--listen ${opts.listen}`;
+    if (listen.kind === 'unix') {
+      // --strategy per-worker is the runner's choice; the kind stays the definition's.
+      if (opts.strategy !== 'per-worker') add('tunekit_upstream_kind', 'uds', where);
+      add('tunekit_socket_path', listen.path, where);
+    } else if (listen.kind === 'tcp') {
+      add('tunekit_upstream_kind', 'tcp', where);
+      add('tunekit_app_tcp_host', listen.host, where);
+      add('tunekit_app_tcp_port', String(listen.port), where);
     }
   }
-  if (opts.strategy !== undefined) {
-    if (!STRATEGIES.includes(opts.strategy)) {
-      throw new UsageError(`--strategy ${opts.strategy}: expected one of ${STRATEGIES.join(', ')}`);
-    }
-    out.strategy = opts.strategy;
+  return out;
+}
+
+function parseListenFlag(text) {
+  const { parseListen } = require('../../app/settings');
+  try {
+    return parseListen(text);
+  } catch (err) {
+    throw new UsageError(`--${err.message}`);
   }
-  if (opts['socket-mode'] !== undefined) {
-    if (!/^0?[0-7]{3}$/.test(opts['socket-mode'])) {
-      throw new UsageError(`--socket-mode ${opts['socket-mode']}: expected an octal mode like 0660`);
-    }
-    out.socketMode = opts['socket-mode'].padStart(4, '0');
-  }
-  if (opts['socket-group'] !== undefined) out.socketGroup = opts['socket-group'];
-  if (opts['drain-timeout'] !== undefined) {
-    const sec = Number(opts['drain-timeout']);
-    if (!/^\d+(\.\d+)?$/.test(opts['drain-timeout']) || !(sec > 0)) {
-      throw new UsageError(`--drain-timeout ${opts['drain-timeout']}: expected seconds > 0, e.g. 10`);
-    }
-    out.drainTimeoutMs = Math.round(sec * 1000);
-  }
+}
+
+/** --config FILE: the flags, type-checked as their variables, as settings fields. */
+function configFlagSettings(opts) {
+  const v = require('../../lib/config').checkFlagTypes(flagVariables(opts));
+  const out = {};
+  if (opts.listen !== undefined) out.listen = parseListenFlag(opts.listen).text;
+  if ('tunekit_app_workers' in v) out.workers = v.tunekit_app_workers;
+  if ('tunekit_app_strategy' in v) out.strategy = v.tunekit_app_strategy;
+  if ('tunekit_socket_mode' in v) out.socketMode = v.tunekit_socket_mode;
+  if ('tunekit_socket_group' in v) out.socketGroup = String(v.tunekit_socket_group);
+  if ('tunekit_app_drain_timeout_s' in v) out.drainTimeoutMs = v.tunekit_app_drain_timeout_s * 1000;
+  return out;
+}
+
+/** Settings that are not variables: an inherited listener, the module path. */
+function runnerOverrides(opts) {
+  const out = {};
+  if (opts.listen !== undefined && parseListenFlag(opts.listen).kind === 'fd') out.listen = parseListenFlag(opts.listen).text;
   if (opts.module !== undefined) out.module = path.resolve(opts.module);
   return out;
 }
@@ -116,13 +144,15 @@ function settingsFor(argv) {
   const appSettings = require('../../app/settings');
   let base;
   if (opts.config) {
+    // A rendered file has no definition behind it: its flags are settings fields.
     base = appSettings.readSettingsFile(opts.config);
+    for (const [key, value] of Object.entries(configFlagSettings(opts))) base[key] = value;
   } else {
     const config = require('../../lib/config');
-    const vars = config.resolve({ varsFiles: opts.vars, set: opts.set });
+    const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags: flagVariables(opts) });
     base = config.appSettings(vars);
   }
-  const merged = { ...base, ...flagOverrides(opts) };
+  const merged = { ...base, ...runnerOverrides(opts) };
   // Flags may combine into something the runner refuses (per-worker on tcp:, ...).
   return { settings: appSettings.normalize(merged) };
 }
@@ -133,8 +163,10 @@ async function main(argv) {
     console.log(HELP);
     return 0;
   }
+  const { log } = parse(argv);
+  if (log !== undefined) process.env.TUNEKIT_LOG = log; // the primary and its workers read it
   const { runPrimary } = require('../../app/cluster');
   return runPrimary(settings);
 }
 
-module.exports = { main, settingsFor, flagOverrides, HELP };
+module.exports = { main, settingsFor, flagVariables, HELP };

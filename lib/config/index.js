@@ -7,25 +7,22 @@
 //   3. --set key=value pairs, in order                       (like -e key=value)
 // Values are strings that may hold Jinja expressions ("{{ a * 2 }}"); they are
 // evaluated lazily against the merged set, as Ansible does, so a derived value
-// follows whatever its inputs were overridden to. Then checks.j2 (the cross-layer
-// rules, shared with the Ansible role) is rendered; every line it prints is a
-// refusal that names both values.
+// follows whatever its inputs were overridden to. Every value is checked against
+// its `# Type:` line (types.js): the values as given first, so a wrong input is
+// blamed rather than the value derived from it, then the derived ones. Then
+// checks.j2 (the cross-layer rules, shared with the Ansible role) is rendered;
+// every line it prints is a refusal that names both values.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
+const types = require('./types');
+const { ConfigError } = require('../errors');
 
 const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
 const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
-
-class ConfigError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
 
 function defaultFiles() {
   return fs.readdirSync(DEFAULTS_DIR)
@@ -74,12 +71,35 @@ function parseSet(pair) {
   const raw = pair.slice(eq + 1);
   let value;
   try {
-    value = YAML.parse(raw);
+    // A template stays text, as Ansible's -e key=value keeps it ("{{ x }}" is no YAML mapping).
+    value = isTemplated(raw) ? raw : YAML.parse(raw);
   } catch {
     value = raw;
   }
   if (value === null && raw.trim() === '') value = '';
   return [key, value];
+}
+
+// A value typed on the command line, as Ansible's -e reads it: a string-valued
+// tunable keeps the text as typed ("1.0" stays "1.0", "0660" stays "0660"); others
+// take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
+function fromText(defaultValue, text) {
+  const [, v] = parseSet(`x=${text}`);
+  const keepText = typeof defaultValue === 'string' && !isTemplated(defaultValue) && typeof v !== 'string';
+  return keepText ? text : v;
+}
+
+/**
+ * Check values typed on the command line ([{key, value: text, where}]) against
+ * their variables' types alone; returns the values read, or throws ConfigError.
+ * For a command that takes a rendered file rather than the definition.
+ */
+function checkFlagTypes(flags) {
+  const defaults = loadDefaults();
+  const typeOf = types.readTypes(defaultFiles());
+  const values = Object.fromEntries(flags.map((f) => [f.key, fromText(defaults[f.key], f.value)]));
+  refuseWrongTypes(flags.map((f) => f.key), values, typeOf, Object.fromEntries(flags.map((f) => [f.key, f.where])));
+  return values;
 }
 
 function closest(name, names) {
@@ -124,7 +144,9 @@ function nativeType(text) {
 
 // Evaluate templated values in dependency order (a value is rendered once every
 // tunekit_* name it mentions is final), as Ansible's lazy templating would.
-function evaluate(raw) {
+// checkValue(key, value) runs on each derived value as soon as it is known, so a
+// wrong one is named before anything derived from it fails in turn.
+function evaluate(raw, checkValue = () => {}) {
   const env = createEnv();
   const vars = {};
   const pending = new Map();
@@ -144,6 +166,7 @@ function evaluate(raw) {
       } catch (err) {
         throw new ConfigError(`cannot evaluate ${key} = "${raw[key]}": ${err.message.replace(/\s+/g, ' ')}`);
       }
+      checkValue(key, vars[key]);
       pending.delete(key);
       progressed = true;
     }
@@ -161,14 +184,20 @@ function evaluate(raw) {
  * @param {string[]} [opts.varsFiles]  YAML files, applied in order
  * @param {string[]} [opts.set]        "key=value" pairs, applied in order
  * @param {object}   [opts.overrides]  already-parsed overrides, applied last
+ * @param {{key: string, value: *, where: string}[]} [opts.flags]
+ *                                     a command's flags mapped to variables
+ *                                     (where: "--workers 4"), applied last
  * @param {boolean}  [opts.check=true] refuse sets that break a cross-layer rule
+ *                                     (the types are checked always)
  * @returns {object} every tunekit_* variable with its final value
  */
-function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}) {
+function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check = true } = {}) {
   const raw = loadDefaults();
   const defaults = { ...raw };
   const known = Object.keys(raw);
-  const apply = (key, value, where) => {
+  const typeOf = types.readTypes(defaultFiles());
+  const where = Object.fromEntries(known.map((k) => [k, `the definition, ${path.relative(ROOT, typeOf[k].file)}`]));
+  const apply = (key, value, from) => {
     if (!(key in raw)) {
       const hint = closest(key, known);
       throw new ConfigError(
@@ -177,21 +206,23 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
       );
     }
     raw[key] = value;
+    where[key] = from;
   };
   for (const file of varsFiles) {
     for (const [k, v] of Object.entries(readYamlFile(file))) apply(k, v, file);
   }
   for (const pair of set) {
-    const [k, v] = parseSet(pair);
-    // A string-valued tunable keeps the text as typed ("1.0" stays "1.0"); others
-    // take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
-    const keepText = typeof defaults[k] === 'string' && !isTemplated(defaults[k]) && typeof v !== 'string';
-    apply(k, keepText ? pair.slice(pair.indexOf('=') + 1) : v, `--set ${pair}`);
+    const [k] = parseSet(pair);
+    apply(k, fromText(defaults[k], pair.slice(pair.indexOf('=') + 1)), `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
+  for (const f of flags) apply(f.key, fromText(defaults[f.key], f.value), f.where);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
 
-  const vars = evaluate(raw);
+  // The values as given, then (once they are right) the ones derived from them.
+  const given = known.filter((k) => !isTemplated(raw[k]));
+  refuseWrongTypes(given, raw, typeOf, where);
+  const vars = evaluate(raw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(raw[k], where[k]) }));
   const env = createEnv();
   if (check) {
     const problems = checkVars(vars, env);
@@ -202,6 +233,17 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
   return vars;
 }
 
+function refuseWrongTypes(keys, values, typeOf, where) {
+  const problems = keys.map((k) => types.problem(k, values[k], typeOf[k], where[k])).filter(Boolean);
+  if (problems.length === 1) throw new ConfigError(problems[0]);
+  if (problems.length) throw new ConfigError(`values of the wrong type:\n  - ${problems.join('\n  - ')}`);
+}
+
+function derivedFrom(template, from) {
+  const inputs = [...new Set(template.match(/\btunekit_\w+/g) || [])];
+  return inputs.length ? `${from}, derived from ${inputs.join(', ')}` : from;
+}
+
 // The nginx version the files are for: as set, or (empty) the local nginx's.
 // Ansible sets it from the host's `nginx -v` before it renders. Without a local
 // nginx it stays empty: what needs no nginx (the runner's settings) still
@@ -209,10 +251,7 @@ function resolve({ varsFiles = [], set = [], overrides = {}, check = true } = {}
 function targetNginxVersion(value) {
   let version = value == null ? '' : String(value).trim();
   if (version === '') version = require('../nginx').nginxVersion() || '';
-  if (version !== '' && !/^\d+\.\d+\.\d+$/.test(version)) {
-    throw new ConfigError(`tunekit_nginx_version="${version}" is not an nginx version; write it as X.Y.Z, as \`nginx -v\` prints it (e.g. 1.22.1)`);
-  }
-  return version;
+  return version; // its Type (version or "") is checked with the others
 }
 
 /** Refuse to render nginx's files for an unknown nginx version. */
@@ -236,7 +275,13 @@ function checkVars(vars, env = createEnv()) {
  * same template Ansible installs as tunekit_app_config_path).
  */
 function appSettings(vars, env = createEnv()) {
-  return JSON.parse(env.render(APP_SETTINGS_TEMPLATE, vars));
+  const text = env.render(APP_SETTINGS_TEMPLATE, vars);
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    // The types are checked before this; a template that still renders bad JSON is the kit's bug.
+    throw new Error(`${APP_SETTINGS_TEMPLATE} rendered invalid JSON (${err.message}); this is a bug in the template`);
+  }
 }
 
 /**
@@ -245,11 +290,10 @@ function appSettings(vars, env = createEnv()) {
  * @returns {string[]}
  */
 function choices(key) {
-  const { readDefinition } = require('./vartable'); // vartable reads this module
-  const def = readDefinition().find((d) => d.key === key);
-  const m = def && /(?:^|\bor )enum ([^]*?)(?: or |$)/.exec(def.type);
-  if (!m) throw new ConfigError(`${key} has no "# Type: enum a | b" line in ${DEFAULTS_DIR}`);
-  return m[1].split('|').map((c) => c.trim());
+  const type = types.readTypes(defaultFiles())[key];
+  const alt = type && type.alternatives.find((a) => a.kind === 'enum');
+  if (!alt) throw new ConfigError(`${key} has no "# Type: enum a | b" line in ${DEFAULTS_DIR}`);
+  return alt.values;
 }
 
 module.exports = {
@@ -263,6 +307,7 @@ module.exports = {
   readYamlFile,
   parseSet,
   resolve,
+  checkFlagTypes,
   requireNginxVersion,
   checkVars,
   appSettings,

@@ -88,6 +88,11 @@ test('tunekit demo --keep leaves it running; the printed stop command removes ev
   assert.ok([...pids.nginx, ...pids.app].every(alive), 'still running after the demo returned');
   const res = await fetch(field(r.stdout, 'url'));
   assert.equal(res.status, 200);
+  // The doctor line it prints audits this very stack.
+  const audit = r.stdout.match(/^Audit it with:\n {2}node bin\/tunekit\.js (doctor .*)$/m)[1].split(' ');
+  const d = spawnSync(process.execPath, [CLI, ...audit], { encoding: 'utf8', cwd: ROOT });
+  assert.equal(d.status, 0, d.stdout + d.stderr);
+  assert.match(d.stdout, /^ok +\[keepalive-race\] .*\(live \/healthz\)/m);
   const byHand = r.stdout.match(/^or by hand:\n {2}(.*)$/m)[1];
   assert.ok(byHand.startsWith(`kill -QUIT ${pids.nginx[0]}; kill -TERM ${pids.app[0]}; while kill -0 ${pids.app[0]} `), byHand);
   assert.ok(byHand.endsWith(`done; rm -rf ${dir}`), byHand);

@@ -51,3 +51,21 @@ test('the stock baseline is reported for its missing keep-alive pool and default
   assert.match(pool.what, /no upstream block, so no keep-alive pool/);
   assert.ok(byId(report, 'backlog').some((f) => f.level === 'warn' && /buys nothing/.test(f.what)));
 });
+
+test('doctor names what it read and what it skipped, with check ids; a missing explicit path exits 2', async (t) => {
+  const stack = await startStack({ upstream: 'uds', workers: 1 });
+  t.after(() => stack.stop());
+  const conf = path.join(stack.renderDir, 'etc/nginx/nginx.conf');
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--nginx-conf', conf, '--app-config', stack.vars.tunekit_app_config_path], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  const read = r.stdout.split('\n')[0];
+  for (const what of [conf, stack.vars.tunekit_app_config_path, `socket ${stack.socketPath}`, 'GET /healthz']) {
+    assert.ok(read.includes(what), `read line names ${what}: ${read}`);
+  }
+  assert.match(r.stdout, /^ok +\[keepalive-race\] /m, 'check ids in the text output');
+  for (const [flag, file] of [['--app-config', '/nope'], ['--nginx-conf', '/nonexistent']]) {
+    const bad = spawnSync(process.execPath, [CLI, 'doctor', flag, file], { encoding: 'utf8' });
+    assert.equal(bad.status, 2, bad.stderr);
+    assert.equal(bad.stderr, `tunekit: ${flag} ${file}: no such file; pass the path of the live file\n`);
+  }
+});

@@ -29,9 +29,13 @@ for (const upstream of ['uds', 'tcp']) {
     const json = path.join(dir, 'out.json');
     const r = await tunekit(['loadtest', '--upstream', upstream, '--duration', '2', '--connections', '8', '--json', json, '--no-progress']);
     assert.equal(r.code, 0, `exit ${r.code} ${r.signal || ''}\n${r.stderr}`);
-    for (const col of ['req/s', 'p50 µs', 'p99.9 µs', 'err/tmo/non2xx', 'errlog', 'srv µs/req', 'gen CPU', 'workers']) {
+    for (const col of ['req/s', 'p50 µs', 'p99 µs', 'errors', 'errlog', 'srv µs/req', 'others', 'workers']) {
       assert.ok(r.stdout.includes(col), `table column ${col}`);
     }
+    // The headline, and a table that fits 100 columns.
+    assert.match(r.stdout, new RegExp(`^${upstream} saturation: [\\d,]+ req/s, p50 [\\d,]+ µs, p99 [\\d,]+ µs, no errors$`, 'm'));
+    const table = r.stdout.split('\nwarnings:')[0];
+    for (const line of table.split('\n')) assert.ok(line.length <= 100, `${line.length} columns: ${line}`);
     const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
     assert.equal(doc.schema, 'tunekit-loadtest/1');
     assert.equal(doc.results.length, 1);
@@ -85,7 +89,9 @@ test('loadtest --url --rate: a paced run beside an autocannon -R run, rate kept 
     assert.equal(x.requests.errors + x.requests.non2xx, 0);
     assert.ok(x.latencyUs.p99 > 0);
     assert.equal(x.server, null, 'remote target: server CPU not measured');
+    assert.equal(x.machine.otherCores, null, 'the server is not counted as other tenants');
   }
+  assert.match(r.stdout, /not measured/);
   assert.match(r.stdout, /paced 300\/s/);
   assert.match(r.stdout, /-R 300\/s/);
 });
@@ -109,6 +115,44 @@ test('a target that answers nothing: errors counted, exit 1 with a clear line', 
   });
   const r = await tunekit(['loadtest', '--url', `http://127.0.0.1:${port}/`, '--duration', '1', '--connections', '2', '--procs', '1', '--no-progress']);
   assert.equal(r.code, 1, r.stderr);
-  assert.match(r.stderr, /no successful response from url/);
-  assert.match(r.stdout, /\d+ errors, 0 timeouts, 0 non-2xx responses/);
+  assert.match(r.stderr, /no successful response from url \([\d,]+ ECONNREFUSED \(connection refused\)\)/);
+  assert.match(r.stdout, /^url saturation: 0 req\/s, p50 – µs, p99 – µs, errors: [\d,]+ ECONNREFUSED \(connection refused\)$/m);
+  assert.match(r.stdout, /\d+ errors, 0 timeouts, 0 non-2xx responses: [\d,]+ ECONNREFUSED \(connection refused\)/);
+  // A generator that got no response spun on errors: no client-bound warning.
+  assert.doesNotMatch(r.stdout, /client-bound|the generator used/);
+  // A missing --error-log is said, not counted as 0 lines.
+  const r2 = await tunekit(['loadtest', '--url', `http://127.0.0.1:${port}/`, '--duration', '1', '--connections', '1', '--procs', '1',
+    '--error-log', '/nonexistent/error.log', '--no-progress']);
+  assert.match(r2.stdout, /cannot read the error log \/nonexistent\/error\.log \(ENOENT\)/);
+  assert.match(r2.stdout, /^url +saturation .* unread /m);
+});
+
+test('a report path in a missing directory is refused before any load, nothing created', async () => {
+  const r = await tunekit(['loadtest', '--url', 'http://127.0.0.1:1/', '--duration', '1', '--json', '/nonexistent-tunekit/dir/x.json']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--json \/nonexistent-tunekit\/dir\/x\.json: directory \/nonexistent-tunekit\/dir does not exist/);
+  assert.equal(fs.existsSync('/nonexistent-tunekit'), false);
+});
+
+test('the live rate on the progress bar is within 10% of the final rate (two generator processes)', async (t) => {
+  const { createProgress } = require('../../loadtest/progress');
+  const { runAutocannon } = require('../../loadtest/autocannon');
+  // A server that holds each response 20 ms sets a steady rate (8 connections
+  // / 20 ms), so the comparison is about the formula, not about how busy this
+  // shared machine is from one second to the next.
+  const fx = await startFixture({ workers: 2, delayMs: 20 });
+  t.after(() => fx.stop());
+  const sink = { isTTY: false, write() {} };
+  const progress = createProgress({ stream: sink });
+  const live = [];
+  progress.start('live rate', 4);
+  const res = await runAutocannon({
+    url: fx.url, connections: 8, duration: 4, procs: 2,
+    onProgress: (n, rate) => { progress.update(n, rate); live.push(progress.rate()); },
+  });
+  progress.done();
+  // The last report comes near the end of the run, both processes counted.
+  const last = live[live.length - 1];
+  assert.ok(live.length >= 4, `${live.length} progress reports`);
+  assert.ok(Math.abs(last - res.reqPerSec) / res.reqPerSec <= 0.10, `live ${Math.round(last)} vs final ${Math.round(res.reqPerSec)} req/s`);
 });

@@ -65,7 +65,7 @@ function facts(over = {}) {
 
 const ids = (findings, level) => findings.filter((f) => f.level === level).map((f) => f.id).sort();
 
-test('the seed-004 mistakes are each reported with a fix', () => {
+test('the common mistakes are each reported with a fix', () => {
   const found = doctor.analyze(facts());
   // HTTP/1.0 upstream, a "close" map with a pool, backlog above somaxconn, rlimit < 2 x connections.
   assert.deepEqual(ids(found, 'fail'), ['keepalive-http', 'keepalive-race', 'nofile', 'upgrade-map']);
@@ -113,4 +113,28 @@ test('access() follows search permission on every parent directory', () => {
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("doctor's fix texts read the definition, so an override changes the advice", () => {
+  const config = require('../../lib/config');
+  const def = config.resolve({ set: ['tunekit_nginx_upstream_keepalive=48', 'tunekit_app_keepalive_margin_s=7', 'tunekit_app_limit_nofile=40000'] });
+  const f = facts({
+    nginx: { ...facts().nginx, upstreams: [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 0, keepaliveTimeoutS: 60 }] },
+    sockets: [{ path: '/run/app/app.sock', exists: true, isSocket: true, mode: 0o660, group: 'app', dirMode: 0o750, nofile: [1024] }],
+  });
+  const found = doctor.analyze(f, def);
+  assert.match(found.find((x) => x.id === 'keepalive-pool').fix, /`keepalive 48;`/);
+  assert.match(found.find((x) => x.id === 'app-nofile').fix, /LimitNOFILE=40000/);
+  const race = doctor.analyze(facts(), def).find((x) => x.id === 'keepalive-race');
+  assert.match(race.fix, /tunekit derives 82000/, '75 s + the 7 s margin');
+});
+
+test('skipped layers are findings of their own, and a read error names its cause', () => {
+  const found = doctor.analyze(facts({ skipped: [{ layer: 'app.json', why: '/etc/x/app.json does not exist (pass --app-config PATH)' }], errors: ['nginx -T -c /x failed: open() "/x" failed (2: No such file or directory)'] }));
+  const skip = found.find((x) => x.id === 'skipped');
+  assert.equal(skip.level, 'skip');
+  assert.equal(skip.what, 'app.json: /etc/x/app.json does not exist (pass --app-config PATH)');
+  const read = found.find((x) => x.id === 'read');
+  // Not a permission problem: no advice to become root.
+  assert.doesNotMatch(read.fix, /root/);
 });

@@ -53,8 +53,16 @@ test('the text and Markdown reports carry every scenario and the ratios', () => 
     assert.match(md, new RegExp(`\\| ${s.replace('/', '\\/')} \\|`));
   }
   assert.match(text, /40,000 \(38,000–42,000\)/);
-  const lt = loadtestText({ ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] });
-  assert.match(lt, /p99\.9 µs/);
+  // The headline: the A/B verdict, named only when every round agrees.
+  assert.match(text, /^uds\/stock req\/s 2\.00 \(2\.00–2\.10\): uds faster than stock in every round$/m);
+  assert.match(toHtml(doc), /<h2>Headline<\/h2>\n<ul class="headline"><li>stock: /);
+  assert.match(toHtml(doc), /<li>uds\/stock req\/s 2\.00 \(2\.00–2\.10\): uds faster than stock in every round<\/li>/);
+  const one = { ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] };
+  // The default view fits 100 columns; --wide adds p99.9 and the rest.
+  const lt = loadtestText(one);
+  for (const line of lt.split('\n')) assert.ok(line.length <= 100, `${line.length} columns: ${line}`);
+  assert.doesNotMatch(lt, /p99\.9 µs/);
+  assert.match(loadtestText(one, { wide: true }), /p99\.9 µs/);
 });
 
 test('the HTML report is self-contained: inline SVG charts, no scripts, no external URLs', () => {
@@ -106,4 +114,12 @@ test('the JSON document names its schema and the host', () => {
   // summarise/ratios of nothing are empty, not errors.
   assert.deepEqual(ratios([], []), []);
   assert.deepEqual(summarise([], []), []);
+});
+
+test('an A/B verdict names a winner only when every round agrees', () => {
+  const { verdict } = require('../../loadtest/table');
+  const x = (min, median, max) => ({ name: 'uds/tcp', reqPerSec: { n: 3, min, median, max } });
+  assert.equal(verdict(x(1.02, 1.1, 1.2)), 'uds/tcp req/s 1.10 (1.02–1.20): uds faster than tcp in every round');
+  assert.equal(verdict(x(0.8, 0.9, 0.95)), 'uds/tcp req/s 0.90 (0.80–0.95): uds slower than tcp in every round');
+  assert.equal(verdict(x(0.65, 1.14, 1.18)), 'uds/tcp req/s 1.14 (0.65–1.18): no consistent difference (the rounds disagree)');
 });

@@ -32,14 +32,14 @@ test('no flags: the settings the definition renders (app/settings.json.j2)', () 
 test('flags override the definition', () => {
   const { settings: s } = settingsFor([
     'app.js', '--workers', '3', '--listen', 'unix:/tmp/x.sock', '--strategy', 'per-worker',
-    '--socket-mode', '660', '--socket-group', 'www-data', '--drain-timeout', '2.5',
+    '--socket-mode', '0600', '--socket-group', 'www-data', '--drain-timeout', '2',
   ]);
   assert.equal(s.workers, 3);
   assert.equal(s.listen, 'unix:/tmp/x.sock');
   assert.equal(s.strategy, 'per-worker');
-  assert.equal(s.socketMode, '0660');
+  assert.equal(s.socketMode, '0600');
   assert.equal(s.socketGroup, 'www-data');
-  assert.equal(s.drainTimeoutMs, 2500);
+  assert.equal(s.drainTimeoutMs, 2000);
   assert.equal(s.module, path.resolve('app.js'));
 });
 
@@ -66,15 +66,9 @@ test('--help', () => {
 });
 
 const refusals = [
-  [['--workers', 'two'], /--workers two: expected a whole number/],
-  [['--workers', '-1'], /--workers|expected/],
-  [['--strategy', 'random'], /--strategy random: expected one of shared, round-robin, per-worker/],
   [['--listen', 'tcp:localhost'], /--listen tcp:localhost: expected tcp:HOST:PORT/],
   [['--listen', 'unix:relative.sock'], /the socket path must be absolute/],
   [['--listen', 'fd:1'], /N >= 3/],
-  [['--socket-mode', 'rw-rw----'], /--socket-mode rw-rw----: expected an octal mode like 0660/],
-  [['--drain-timeout', 'soon'], /--drain-timeout soon: expected seconds > 0/],
-  [['--drain-timeout', '0'], /expected seconds > 0/],
   [['a.js', 'b.js'], /one MODULE at most, got 2/],
   [['--bogus'], /Unknown option '--bogus'; see tunekit run --help/],
   [['--config', 'x.json', '--set', 'a=b'], /--config reads a rendered app.json; --vars and --set apply to the definition/],
@@ -85,20 +79,58 @@ for (const [argv, message] of refusals) {
   });
 }
 
-test('combinations the runner cannot do are config errors naming both', () => {
+// Each flag is its variable: the same type check as --set, naming the flag.
+const typeRefusals = [
+  [['--workers', 'two'], 'tunekit_app_workers=two (from --workers two) is not int 0..: expected a whole number, at least 0'],
+  [['--workers', '-3'], 'tunekit_app_workers=-3 (from --workers -3) is not int 0..: expected a whole number, at least 0'],
+  [['--strategy', 'random'], 'tunekit_app_strategy=random (from --strategy random) is not enum shared | round-robin | per-worker: expected one of shared, round-robin, per-worker'],
+  [['--socket-mode', 'rw-rw----'], 'tunekit_socket_mode=rw-rw---- (from --socket-mode rw-rw----) is not mode: expected an octal mode of four digits, e.g. "0660"'],
+  [['--drain-timeout', 'soon'], 'tunekit_app_drain_timeout_s=soon (from --drain-timeout soon) is not int 1..: expected a whole number, at least 1'],
+  [['--drain-timeout', '0'], 'tunekit_app_drain_timeout_s=0 (from --drain-timeout 0) is not int 1..: expected a whole number, at least 1'],
+];
+for (const [argv, message] of typeRefusals) {
+  test(`refused with the variable's type: ${argv.join(' ')}`, () => {
+    assert.throws(() => settingsFor(argv), { name: 'ConfigError', message });
+  });
+}
+
+test('a flag passes the cross-layer checks: --socket-mode 0666 is refused as --set refuses it', () => {
+  const refusal = (argv) => {
+    try {
+      settingsFor(argv);
+    } catch (err) {
+      return `${err.name}: ${err.message}`;
+    }
+    assert.fail(`${argv.join(' ')} was accepted`);
+  };
+  const flag = refusal(['--socket-mode', '0666']);
+  assert.match(flag, /^ConfigError: inconsistent settings:\n {2}- tunekit_socket_mode=0666 must be 0660/);
+  assert.equal(flag, refusal(['--set', 'tunekit_socket_mode=0666']));
+});
+
+test('--config FILE: flags are type-checked as their variables', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-config-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'app.json');
+  fs.writeFileSync(file, JSON.stringify(defaults()));
+  assert.throws(() => settingsFor(['--config', file, '--workers', 'abc']),
+    { name: 'ConfigError', message: 'tunekit_app_workers=abc (from --workers abc) is not int 0..: expected a whole number, at least 0' });
+});
+
+test('combinations the runner cannot do are errors naming both', () => {
   assert.throws(() => settingsFor(['--strategy', 'per-worker', '--listen', 'tcp:127.0.0.1:3000']),
-    { name: 'ConfigError', message: /strategy per-worker needs a unix: listen/ });
+    { name: 'SettingsError', message: /strategy per-worker needs a unix: listen/ });
   assert.throws(() => settingsFor(['--strategy', 'round-robin', '--listen', 'systemd']),
-    { name: 'ConfigError', message: /works with strategy shared only, not round-robin/ });
-  assert.throws(() => settingsFor(['--socket-mode', '0775']), { name: 'ConfigError', message: /execute bits/ });
+    { name: 'SettingsError', message: /works with strategy shared only, not round-robin/ });
+  assert.throws(() => settings.normalize({ ...defaults(), socketMode: '0775' }), { name: 'SettingsError', message: /execute bits/ });
   assert.throws(() => settingsFor(['--set', 'tunekit_app_nope=1']), { name: 'ConfigError', message: /unknown variable tunekit_app_nope/ });
-  assert.throws(() => settingsFor(['--config', '/nonexistent/app.json']), { name: 'ConfigError', message: /cannot read settings file \/nonexistent\/app.json: ENOENT/ });
+  assert.throws(() => settingsFor(['--config', '/nonexistent/app.json']), { name: 'SettingsError', message: /cannot read settings file \/nonexistent\/app.json: ENOENT/ });
 });
 
 test('settings: a file missing a field says to re-render it', () => {
   const partial = { ...defaults() };
   delete partial.crashLimit;
-  assert.throws(() => settings.normalize(partial), { name: 'ConfigError', message: /settings lack crashLimit: re-render app.json/ });
+  assert.throws(() => settings.normalize(partial), { name: 'SettingsError', message: /settings lack crashLimit: re-render app.json/ });
   assert.throws(() => settings.normalize({ ...defaults(), headersTimeoutMs: 1000, keepAliveTimeoutMs: 5000 }),
     /headersTimeoutMs=1000 must be greater than keepAliveTimeoutMs=5000/);
 });
@@ -198,4 +230,15 @@ test('MODULE loading: handler, factory, server, and what a wrong export is told'
     /bad\.js is a factory \(it declares fewer than two parameters\) but returned number; return an http.Server or a \(req, res\) handler, or mark a handler with module.exports.tunekit = 'handler'/);
   const example = await loadApp('');
   assert.equal(example.source, 'example');
+});
+
+test('the runner knows the strategies the definition allows (app/ cannot read the definition on a host)', () => {
+  const { readTypes } = require('../../lib/config/types');
+  const [alt] = readTypes(config.defaultFiles()).tunekit_app_strategy.alternatives;
+  assert.deepEqual(alt.values, settings.STRATEGIES);
+});
+
+test('a rendered app.json carries the kill grace the definition sets', () => {
+  const { settings: s } = settingsFor(['--set', 'tunekit_app_kill_grace_ms=500']);
+  assert.equal(s.killGraceMs, 500);
 });

@@ -41,3 +41,30 @@ test('a tunable without a comment is refused by the generator, naming it', () =>
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+test("each row shows the variable's own type, unit and default; a missing one is '–'", () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const { table } = require('../../lib/config/vartable');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vartable-'));
+  try {
+    const file = path.join(dir, 'main.yml');
+    fs.writeFileSync(file, [
+      '# Worker processes.',
+      '# Unit: count | Upstream default: 1 | Why: use every core',
+      '# Type: int 0..',
+      'tunekit_x_workers: 4',
+      '',
+      '# Flush mode.',
+      '# Why: fewer writes',
+      'tunekit_x_flush: buffered',
+      '',
+    ].join('\n'));
+    const rows = table([file]).split('\n').filter((l) => l.startsWith('| `tunekit_'));
+    assert.equal(rows[0], '| `tunekit_x_workers` | `4` | `int 0..` | count | 1 | Worker processes. *Why:* use every core. |');
+    assert.equal(rows[1], '| `tunekit_x_flush` | `buffered` | – | – | – | Flush mode. Why: fewer writes |');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

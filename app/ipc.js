@@ -1,0 +1,16 @@
+'use strict';
+// The messages between the runner's primary (cluster.js) and its workers
+// (worker.js), named once. Each is an object { tunekit: <name>, ... }.
+
+const MSG = Object.freeze({
+  WANT_LISTEN: 'want-listen', // worker → primary: loaded, give me a listener
+  LISTEN: 'listen', //           primary → worker: { via: 'handle' | 'cluster', address? } (+ handle)
+  LISTENING: 'listening', //     worker → primary: accepting; { source } names the app module
+  FATAL: 'fatal', //             worker → primary: { error } before it exits 1
+  DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit
+});
+
+// PM2's wait_ready convention: a bare 'ready' from a worker it runs.
+const PM2_READY = 'ready';
+
+module.exports = { MSG, PM2_READY };

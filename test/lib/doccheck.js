@@ -1,0 +1,134 @@
+'use strict';
+// The doc-check: every shell command in the project's Markdown (README.md,
+// docs/*.md, each folder's README) is either run here, as written, or listed in
+// EXEMPT with the reason it cannot run on a test machine. Commands come from
+// fenced sh/bash blocks (one command a line, comments dropped) and from inline
+// code spans that are a whole `node bin/tunekit.js …` or `node loadtest/…` line.
+//
+//   node test/lib/doccheck.js          run every command, print one line each
+//   node test/lib/doccheck.js --list   list the commands and their verdicts only
+//
+// test/integration/doc-commands.test.js calls check() and fails on any command
+// that fails, and on any command that is neither run nor exempt.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync, execFileSync } = require('node:child_process');
+
+const ROOT = path.resolve(__dirname, '../..');
+
+// Commands not run, each with why. A pattern matches the start of a command.
+const EXEMPT = [
+  [/^npm (test|run test:(integration|e2e))\b/, 'the whole suite: the lead runs it; the doc-check is one of its tests'],
+  [/^npm run test:unit\b/, 'the unit suite: run on its own by every engineer; too long inside another test'],
+  [/^npm run demo\b/, 'npm ci + apt + a demo: the demo itself is run by test/integration/demo.test.js'],
+  [/^npm run bench\b|^node bin\/tunekit\.js bench(?! --help)/, 'minutes of load on every core (benchmarks are never run by tests)'],
+  [/^npm run loadtest:(uds|tcp)\b/, 'ten seconds of load per stack: the same command with --duration 2 is run by test/integration/loadtest-cli.test.js'],
+  [/^npm (ci|install)\b/, 'installs packages from the registry'],
+  [/^(cd ansible && )?(\.\.\/\.venv\/bin\/)?ansible-playbook\b/, 'deploys over SSH to a host of your inventory: test/e2e/ansible-site.test.js runs the playbook on booted containers'],
+  [/^cp examples\/inventory-one-host\.ini\b/, 'part of the Ansible deployment above (run from ansible/)'],
+  [/^cd ansible$/, 'part of the Ansible deployment above'],
+  [/^systemd-analyze\b|^cat \/proc\/\$\(systemctl\b/, 'needs the units installed and systemd booted: test/e2e runs them in booted containers'],
+  [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
+  [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: the runner tests start it (test/integration/runner-*.test.js)'],
+  [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
+  [/^node --test\b/, 'a test file: the suite runs it'],
+  [/^node bin\/tunekit\.js render --out \/tmp\/host --vars my\.yml/, 'renders the vars file the reader wrote in the previous step; the same render with a vars file is run from nginx/README.md'],
+  [/^node bin\/tunekit\.js (doctor|sysctl apply \/etc\/)/, 'reads or changes this host\'s live nginx/sysctl: doctor is run against live stacks by test/integration/doctor.test.js, sysctl apply by test/integration/sysctl*.test.js'],
+  [/^node bin\/tunekit\.js demo --keep\b/, 'leaves a stack running: test/integration/demo.test.js runs it, then the doctor and stop commands it prints'],
+  [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: test/unit/render-reference.test.js checks it is current'],
+  [/^npm run setup:ansible\b/, 'installs Python packages from PyPI into .venv'],
+  [/^node lib\/config\/vartable\.js --write\b/, 'rewrites docs; test/unit/vartable.test.js checks the committed tables are current'],
+];
+
+// Commands whose documented outcome is a refusal: the doc shows the message.
+const EXPECT = [
+  [/^node bin\/tunekit\.js render --out \/tmp\/tk --nginx-version 1\.16\.1$/, { code: 2, stderr: /tunekit_nginx_version=1\.16\.1 is below the kit's floor/ }],
+];
+
+// A synopsis, not a command: placeholders (DIR, FILE, URL, N) or [optional] parts.
+const SYNOPSIS = /\[[^\]]*\]|\b(DIR|FILE|URL|HOST|PATH|N|R|S|KIND|X\.Y\.Z)\b|<[a-z_]+>|\|(?=\S)/;
+
+function docs() {
+  const out = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '*.md'], { cwd: ROOT, encoding: 'utf8' });
+  // The rendered reference trees are output, not docs (their README is a doc).
+  return out.split('\n').filter((f) => f && (!f.startsWith('docs/reference/') || f === 'docs/reference/README.md'));
+}
+
+/** Every command of every doc: [{ file, line, command }]. */
+function commands(files = docs()) {
+  const out = [];
+  for (const file of files) {
+    const lines = fs.readFileSync(path.join(ROOT, file), 'utf8').split('\n');
+    let fence = null;
+    lines.forEach((text, i) => {
+      const f = /^\s*```(\w*)/.exec(text);
+      if (f) {
+        fence = fence === null ? f[1] : null;
+        return;
+      }
+      if (fence === 'sh' || fence === 'bash') {
+        const command = text.replace(/\s+#.*$/, '').trim();
+        if (command && !command.startsWith('#')) out.push({ file, line: i + 1, command });
+        return;
+      }
+      if (fence !== null) return;
+      for (const m of text.matchAll(/`(node (?:bin\/tunekit\.js|loadtest\/)[^`]*)`/g)) out.push({ file, line: i + 1, command: m[1] });
+    });
+  }
+  return out;
+}
+
+function verdict(command) {
+  const ex = EXEMPT.find(([re]) => re.test(command));
+  if (ex) return { exempt: ex[1] };
+  if (SYNOPSIS.test(command)) return { exempt: 'a synopsis with placeholders; each command it names is run with values elsewhere' };
+  return { run: true };
+}
+
+// Run one command as written, from the repo root, with /tmp/NAME moved into a
+// fresh directory of this check (other users of /tmp are left alone).
+function runOne(command, tmp) {
+  const cmd = command.replace(/\/tmp\/(\w+)/g, (_, n) => path.join(tmp, n));
+  // timeout(1) runs the command in a process group of its own and signals the
+  // whole group: nothing a documented command starts outlives the check.
+  const r = spawnSync('timeout', ['-k', '5', '60', 'sh', '-c', cmd], { cwd: ROOT, encoding: 'utf8' });
+  const expect = (EXPECT.find(([re]) => re.test(command)) || [])[1] || { code: 0 };
+  const problems = [];
+  if (r.status !== expect.code) problems.push(`exit ${r.status ?? r.signal}, expected ${expect.code}`);
+  if (expect.stderr && !expect.stderr.test(r.stderr)) problems.push(`stderr lacks ${expect.stderr}`);
+  if (/^\s+at .+:\d+:\d+\)?$/m.test(r.stderr)) problems.push('a stack trace on stderr');
+  return { ok: problems.length === 0, problems, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Run every runnable command; returns [{ file, line, command, exempt?, ok?, problems? }]. */
+function check({ run = true } = {}) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-doccheck-'));
+  try {
+    return commands().map((c) => {
+      const v = verdict(c.command);
+      if (v.exempt || !run) return { ...c, ...v };
+      return { ...c, ...runOne(c.command, tmp) };
+    });
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+if (require.main === module) {
+  const list = process.argv.includes('--list');
+  let failed = 0;
+  for (const r of check({ run: !list })) {
+    const where = `${r.file}:${r.line}`;
+    if (r.exempt) console.log(`exempt  ${where}  ${r.command}\n        (${r.exempt})`);
+    else if (list) console.log(`run     ${where}  ${r.command}`);
+    else {
+      console.log(`${r.ok ? 'ok    ' : 'FAILED'}  ${where}  ${r.command}${r.ok ? '' : `\n        ${r.problems.join('; ')}\n${r.stderr.trim().split('\n').slice(-3).map((l) => `        ${l}`).join('\n')}`}`);
+      if (!r.ok) failed++;
+    }
+  }
+  process.exitCode = failed ? 1 : 0;
+}
+
+module.exports = { EXEMPT, EXPECT, commands, verdict, runOne, check };
