@@ -33,6 +33,18 @@ function errorText(error) {
   return error.at ? `${head} (at ${error.at})` : head;
 }
 
+// Node's flags for the workers: the primary's own, plus, with perfMap, V8's
+// perf map (/tmp/perf-PID.map) of compiled JavaScript functions, so `perf`
+// (and `tunekit profile`) names JavaScript frames. Only functions, not V8's
+// stubs and handlers: a smaller map, the same names for the app's code.
+// See https://nodejs.org/en/learn/diagnostics/poor-performance/using-linux-perf
+const PERF_MAP_FLAG = '--perf-basic-prof-only-functions';
+
+function workerExecArgv(s) {
+  const own = process.execArgv.filter((a) => a !== PERF_MAP_FLAG);
+  return s.perfMap ? [...own, PERF_MAP_FLAG] : own;
+}
+
 class Primary {
   constructor(settings, { log = makeLogger(), exit = (code) => process.exit(code) } = {}) {
     this.s = settings;
@@ -427,7 +439,7 @@ class Primary {
     for (const [sig, fn] of Object.entries(this.signalHandlers)) process.on(sig, fn);
 
     if (s.strategy === 'round-robin') cluster.schedulingPolicy = cluster.SCHED_RR;
-    cluster.setupPrimary({ exec: WORKER_ENTRY, args: [], silent: false });
+    cluster.setupPrimary({ exec: WORKER_ENTRY, args: [], execArgv: workerExecArgv(s), silent: false });
     cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
     for (const slot of this.slots) slot.current = this.fork(slot);
     return finished;

@@ -22,7 +22,8 @@ const INTEGER_FIELDS = [
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
 // (ansible/roles/tunekit/defaults/main/) holds them, the template renders
 // them all, and a file that lacks one was rendered by another version of the kit.
-const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS];
+const BOOLEAN_FIELDS = ['perfMap'];
+const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS];
 
 /**
  * Parse a listen string.
@@ -86,6 +87,9 @@ function normalize(input) {
   }
   for (const key of ['backlog', 'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
+  }
+  for (const key of BOOLEAN_FIELDS) {
+    if (typeof s[key] !== 'boolean') throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be true or false`);
   }
   if (!STRATEGIES.includes(s.strategy)) {
     throw new SettingsError(`strategy ${JSON.stringify(s.strategy)} must be one of ${STRATEGIES.join(', ')}`);

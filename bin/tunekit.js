@@ -15,6 +15,7 @@ const COMMANDS = {
   bench: 'stock vs tuned TCP vs tuned UDS, A/B rounds, ratios',
   doctor: 'audit a live host across layers',
   sysctl: 'apply a sysctl drop-in without lowering live values',
+  profile: 'syscalls, perf samples, queues, flame graph, verdict',
 };
 
 function usage() {

@@ -18,18 +18,21 @@ const { UsageError } = require('../lib/errors');
 
 const STACKS = [['stock', { upstream: 'tcp', profile: 'stock' }], ['tcp', { upstream: 'tcp' }], ['uds', { upstream: 'uds' }]];
 
-// strace -c's table -> [{ name, calls }].
+// strace -c's table -> [{ name, calls, errors, seconds }] (seconds: the
+// "seconds" column, wall-clock time in the call when strace ran with -w).
 function parseStraceC(text) {
   return text.split('\n')
     .map((l) => l.trim().split(/\s+/))
     .filter((c) => c.length >= 5 && /^\d+$/.test(c[3]) && c[c.length - 1] !== 'total')
-    .map((c) => ({ name: c[c.length - 1], calls: Number(c[3]) }));
+    .map((c) => ({ name: c[c.length - 1], calls: Number(c[3]), errors: c.length === 6 ? Number(c[4]) : 0, seconds: Number(c[1]) }));
 }
 
-function attach(pids, out) {
-  const child = spawn('strace', ['-c', '-f', '-o', out, ...pids.flatMap((p) => ['-p', String(p)])], { stdio: 'ignore' });
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  return { stop: () => { child.kill('SIGINT'); return exited; } };
+// Attach `strace -c -f` (with `wall`: -w, time spent in each call as the
+// caller waits, not CPU time) to pids; stop() detaches it and waits for it.
+function attach(pids, out, { wall = false, bin = 'strace' } = {}) {
+  const child = spawn(bin, ['-c', '-f', ...(wall ? ['-w'] : []), '-o', out, ...pids.flatMap((p) => ['-p', String(p)])], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.on('close', resolve));
+  return { child, stop: () => { child.kill('SIGINT'); return exited; } };
 }
 
 async function count(name, opts, { duration, connections }) {
@@ -104,4 +107,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { parseStraceC };
+module.exports = { parseStraceC, attach };

@@ -40,6 +40,8 @@ const EXEMPT = [
   [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: test/unit/render-reference.test.js checks it is current'],
   [/^npm run setup:ansible\b/, 'installs Python packages from PyPI into .venv'],
   [/^node lib\/config\/vartable\.js --write\b/, 'rewrites docs; test/unit/vartable.test.js checks the committed tables are current'],
+  [/^node bin\/tunekit\.js profile(?! --help)/, 'perf and strace on a live stack under load (or on a deployed unit): test/integration/profile.test.js runs it'],
+  [/^apt-get install\b/, 'installs Debian packages on this host'],
 ];
 
 // Commands whose documented outcome is a refusal: the doc shows the message.

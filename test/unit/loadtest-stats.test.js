@@ -72,7 +72,10 @@ test("strace -c's table is read into per-syscall counts", () => {
     '------ ----------- ----------- --------- --------- ----------------',
     '100.00    1.474742                  4803        96 total',
   ].join('\n');
-  assert.deepEqual(parseStraceC(text), [{ name: 'futex', calls: 935 }, { name: 'writev', calls: 3868 }]);
+  assert.deepEqual(parseStraceC(text), [
+    { name: 'futex', calls: 935, errors: 96, seconds: 1.441429 },
+    { name: 'writev', calls: 3868, errors: 0, seconds: 0.033313 },
+  ]);
 });
 
 test('the client-bound warning fires when a generator process nears a full core, not before', () => {

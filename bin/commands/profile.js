@@ -1,0 +1,196 @@
+'use strict';
+// tunekit profile --demo [--duration S] [--connections N] [--profile stock|tuned] [--module FILE]
+// tunekit profile --pid PID ... | --unit NAME ... [--duration S]
+//
+// Where the time goes in a live stack: syscalls per process group, perf
+// samples with JavaScript frames, accept queues, a flame graph and a verdict
+// (loadtest/profile/). Every tracer stops by itself after --duration seconds.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+const { UsageError } = require('../../lib/errors');
+const { choices } = require('../../lib/config');
+const { startStack, stackFiles } = require('../../lib/stack');
+const doctor = require('../../lib/doctor');
+const { measure } = require('../../loadtest/measure');
+const { nginxTarget } = require('../../loadtest/targets');
+const { document, writeFile } = require('../../loadtest/report');
+const { profile, requireTools } = require('../../loadtest/profile/run');
+const { groupsOf } = require('../../loadtest/profile/target');
+const { decide } = require('../../loadtest/profile/verdict');
+const { renderSvg } = require('../../loadtest/profile/flame');
+const { lines, toMarkdown, toHtml } = require('../../loadtest/profile/report');
+
+const HELP = `usage: tunekit profile --demo [options]
+       tunekit profile --pid PID | --unit NAME [options]
+
+Profile a live stack for --duration seconds per phase: req/s without a tracer,
+then perf record (cpu-clock, call stacks; JavaScript frames named through the
+workers' perf map), then perf trace -s, then strace -c -f -w. Prints the
+syscalls per request of nginx's and the app's workers, each tracer's slowdown,
+the top symbols, the accept queues and a verdict: queue-bound, proxy-bound,
+app-bound or transport-bound (the rule: loadtest/profile/verdict.js).
+
+--demo starts the kit's stack as \`tunekit demo\` does (workers with the perf map
+on), drives it through nginx on 127.0.0.1 and stops it. --pid / --unit attach to
+a running service of the kit's (the runner or an app worker, or an nginx master
+whose config tunekit rendered; anything else is refused); no load is sent, so
+figures are per second.
+
+options:
+  --demo              start, load, profile and stop the local stack
+  --pid PID           a running runner, app worker or nginx master (repeatable)
+  --unit NAME         a systemd unit whose main process is one of those (repeatable)
+  --duration S        seconds per phase (default 3, 1 to 60)
+  --connections N     --demo: concurrent client connections (default 50, 1 to 1000)
+  --upstream KIND     --demo: ${choices('tunekit_upstream_kind').join(' | ')} (default: uds; tcp for stock)
+  --profile NAME      --demo: ${choices('tunekit_profile').join(' | ')} (default tuned)
+  --workers N         --demo: app workers (default 2)
+  --module FILE       --demo: the app to serve (default: the example app)
+  --svg FILE          write the flame graph (SVG)
+  --json FILE         write the result as JSON
+  --md FILE           write a Markdown report
+  --html FILE         write an HTML report with the flame graph embedded
+  -h, --help          this text
+
+Needs root (or perf_event_paranoid <= 1 and ptrace rights), perf
+(apt-get install -y linux-perf) and strace (apt-get install -y strace).`;
+
+function parse(argv) {
+  try {
+    return parseArgs({
+      args: argv,
+      options: {
+        demo: { type: 'boolean', default: false },
+        pid: { type: 'string', multiple: true, default: [] },
+        unit: { type: 'string', multiple: true, default: [] },
+        duration: { type: 'string', default: '3' },
+        connections: { type: 'string', default: '50' },
+        upstream: { type: 'string' },
+        profile: { type: 'string', default: 'tuned' },
+        workers: { type: 'string', default: '2' },
+        module: { type: 'string' },
+        svg: { type: 'string' },
+        json: { type: 'string' },
+        md: { type: 'string' },
+        html: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new UsageError(`${err.message}\n\n${HELP}`);
+  }
+}
+
+function bounded(name, value, min, max) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} ${value}: expected a whole number from ${min} to ${max}`);
+  return n;
+}
+
+function oneOf(name, value, list) {
+  if (!list.includes(value)) throw new UsageError(`--${name} ${value}: expected one of ${list.join(', ')}`);
+  return value;
+}
+
+// The listeners of a demo stack as ss prints them: nginx's port, the app's socket(s) or port.
+function watchList(stack) {
+  const app = stack.appListen.startsWith('tcp:') ? [stack.appListen.slice(4)] : stack.sockets;
+  return [`127.0.0.1:${stack.port}`, ...app];
+}
+
+function doctorLines(stack) {
+  try {
+    const facts = doctor.gather({ nginxConf: stackFiles(stack.renderDir).nginxConf, appConfig: stack.vars.tunekit_app_config_path, socket: stack.socketPath });
+    return facts;
+  } catch (err) {
+    return Promise.resolve({ errors: [err.message] });
+  }
+}
+
+async function profileDemo(opts, common) {
+  const connections = bounded('connections', opts.connections, 1, 1000);
+  const stack = await startStack({
+    upstream: opts.upstream ? oneOf('upstream', opts.upstream, choices('tunekit_upstream_kind')) : null,
+    profile: oneOf('profile', opts.profile, choices('tunekit_profile')),
+    workers: bounded('workers', opts.workers, 1, Math.max(64, os.availableParallelism())),
+    module: opts.module || null,
+    set: ['tunekit_app_perf_map=true'],
+  });
+  const appPids = stack.pids().app;
+  const interrupted = () => stack.stop().finally(() => process.exit(130));
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+  try {
+    const p = stack.pids();
+    // The app group holds the primary too: with the round-robin strategy (Node's
+    // default, the stock profile's) it is the primary that accepts connections.
+    const groups = { nginx: p.nginx.slice(1), app: [p.app[0], ...(stack.ready.workers || p.app.slice(1))] };
+    console.log(`tunekit profile: stack at ${stack.url} (${stack.profile}, upstream ${stack.upstream}), nginx workers ${groups.nginx.join(' ')}, app primary and workers ${groups.app.join(' ')}`);
+    const target = nginxTarget('profile', stack);
+    const load = async (phase) => {
+      console.log(`  ${phase}: ${connections} connections for ${common.duration} s ...`);
+      const r = await measure(target, { mode: 'saturation', driver: 'autocannon', procs: 1, connections, duration: common.duration, timeoutS: 10 });
+      return { reqPerSec: r.reqPerSec, requests: r.requests.completed, errors: r.requests.errors + r.requests.timeouts + r.requests.non2xx };
+    };
+    const result = await profile({ groups, duration: common.duration, load, watch: watchList(stack), dir: common.dir });
+    const facts = await doctorLines(stack);
+    result.doctor = doctor.analyze(facts).filter((f) => f.level === 'warn' || f.level === 'fail').map((f) => `${f.level} ${f.what}`);
+    return { result, stack: { url: stack.url, profile: stack.profile, upstream: stack.upstream, socket: stack.socketPath } };
+  } finally {
+    process.removeListener('SIGINT', interrupted);
+    process.removeListener('SIGTERM', interrupted);
+    await stack.stop();
+    // The workers' perf maps outlive them (V8 never removes its map file).
+    for (const pid of appPids) fs.rmSync(path.join(os.tmpdir(), `perf-${pid}.map`), { force: true });
+  }
+}
+
+async function main(argv) {
+  const opts = parse(argv);
+  if (opts.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const live = opts.pid.length + opts.unit.length;
+  if (opts.demo === Boolean(live)) throw new UsageError(`give either --demo or --pid/--unit\n\n${HELP}`);
+  requireTools();
+  const duration = bounded('duration', opts.duration, 1, 60);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-profile-'));
+  try {
+    let run;
+    if (opts.demo) {
+      run = await profileDemo(opts, { duration, dir });
+    } else {
+      const pids = opts.pid.map((x) => bounded('pid', x, 1, 2 ** 22));
+      const groups = groupsOf({ pids, units: opts.unit });
+      console.log(`tunekit profile: nginx workers ${groups.nginx.join(' ') || 'none'}, app workers ${groups.app.join(' ') || 'none'} (no load sent: figures per second)`);
+      const result = await profile({ groups, duration, dir });
+      result.doctor = [];
+      run = { result, stack: { pids: groups.found.map((f) => `${f.kind} ${f.main}`) } };
+    }
+    const r = run.result;
+    r.verdict = decide({ queues: r.queues, tcpDelta: r.tcpDelta, coreShare: r.coreShare, appShares: r.folded.app ? r.shares.app : null, appTop: r.top.app });
+    const all = new Map([...r.stacks.app, ...r.stacks.nginx]);
+    const svg = renderSvg(all, { title: `tunekit profile: ${r.verdict.verdict}` });
+    if (opts.svg) {
+      writeFile(opts.svg, svg);
+      r.flameGraph = opts.svg;
+    }
+    const doc = document('profile', { command: `tunekit profile ${argv.join(' ')}`, options: { ...opts, duration }, stack: run.stack, results: r, warnings: r.warnings });
+    if (opts.json) writeFile(opts.json, `${JSON.stringify(doc, null, 2)}\n`);
+    if (opts.md) writeFile(opts.md, toMarkdown(doc));
+    if (opts.html) writeFile(opts.html, toHtml(doc, svg));
+    console.log(`\n${lines(r).join('\n')}`);
+    for (const f of [opts.svg, opts.json, opts.md, opts.html].filter(Boolean)) console.log(`wrote ${f}`);
+    return 0;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+module.exports = { main, HELP };

@@ -1,0 +1,113 @@
+'use strict';
+// tunekit profile's pure parts on output recorded on this kit's host
+// (test/fixtures/profile/): perf script folding with JavaScript frames from
+// the perf map, perf trace -s and strace -c tables, ss and netstat, the
+// verdict rule and the flame graph.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const P = require('../../loadtest/profile/parse');
+const { decide } = require('../../loadtest/profile/verdict');
+const { renderSvg } = require('../../loadtest/profile/flame');
+const { table, requireTools } = require('../../loadtest/profile/run');
+const { identify } = require('../../loadtest/profile/target');
+const { parseStraceC } = require('../../loadtest/syscalls');
+
+const FIX = path.join(__dirname, '../fixtures/profile');
+const read = (f) => fs.readFileSync(path.join(FIX, f), 'utf8');
+
+test('perf script: JavaScript frames keep their name and file:line; the hot function leads', () => {
+  const { stacks, samples } = P.foldPerfScript(read('perf-script.txt'));
+  assert.equal(samples, 17);
+  const top = P.topSymbols(stacks);
+  assert.deepEqual(top[0], { name: 'hashPassword cpu-app.js:6 [js]', samples: 15, share: 15 / 17, js: true });
+  const key = [...stacks.keys()][0];
+  assert.match(key, /^node 4242;/);
+  assert.match(key, /;handler cpu-app\.js:19 \[js\];hashPassword cpu-app\.js:6 \[js\]$/);
+  assert.equal(P.shares(stacks).js, 15 / 17);
+});
+
+test('perf script: keep() picks processes; frames classify as js, gc, syscall, native', () => {
+  assert.equal(P.foldPerfScript(read('perf-script.txt'), { keep: (pid) => pid === 1 }).samples, 0);
+  assert.equal(P.classify('app;main;entry_SYSCALL_64;do_syscall_64;__x64_sys_read'), 'syscall');
+  assert.equal(P.classify('app;main;v8::internal::Heap::CollectGarbage;memmove'), 'gc');
+  assert.equal(P.classify('app;main;hashPassword a.js:6 [js]'), 'js');
+  assert.equal(P.classify('app;main;Builtins_LoadIC'), 'js');
+  assert.equal(P.classify('nginx;ngx_http_process_request'), 'native');
+  assert.equal(P.frameName('  7f 0x1234 (/usr/sbin/nginx)'), '0x1234');
+  assert.equal(P.frameName('\t    55d3 [unknown] (/usr/sbin/nginx)'), '[unknown nginx]');
+});
+
+test('perf trace -s: one table per thread, time in seconds', () => {
+  const threads = P.parsePerfTraceSummary(read('perf-trace-s.txt'));
+  assert.equal(threads.length, 5);
+  assert.deepEqual(threads[0].rows.find((r) => r.name === 'accept4'), { name: 'accept4', calls: 6, errors: 0, seconds: 0.000188 });
+  assert.equal(threads[0].tid, 11942);
+  assert.deepEqual(threads[1].rows.map((r) => r.name), ['futex', 'mprotect', 'madvise', 'munmap', 'mmap', 'openat', 'read', 'close']);
+});
+
+test('strace -c: calls, errors, seconds; the table gives per request, time share, µs per call', () => {
+  const rows = parseStraceC(read('strace-c.txt'));
+  assert.deepEqual(rows[0], { name: 'futex', calls: 321, errors: 6, seconds: 0.68514 });
+  assert.deepEqual(rows.find((r) => r.name === 'writev'), { name: 'writev', calls: 3599, errors: 0, seconds: 0.042347 });
+  const t = table(rows, { requests: 3599, seconds: 1 });
+  assert.equal(t.per, 'request');
+  const writev = t.rows.find((r) => r.name === 'writev');
+  assert.equal(writev.perUnit, 1);
+  assert.ok(Math.abs(writev.usPerCall - 11.766) < 0.01);
+  assert.ok(Math.abs(writev.timeShare - 0.042347 / 0.759202) < 1e-6);
+  // futex is not a socket syscall: counted in the total, not shown as a row.
+  assert.equal(t.rows.some((r) => r.name === 'futex'), false);
+  assert.equal(table(rows, { requests: 0, seconds: 2 }).per, 'second');
+});
+
+test('ss -l and /proc/net/netstat', () => {
+  const ss = 'Netid State  Recv-Q Send-Q Local Address:Port Peer Address:Port\n' +
+    'u_str LISTEN 5      4      /tmp/x/app.sock 12345            * 0\n' +
+    'u_str ESTAB  0      0      /tmp/x/app.sock 12346            * 12347\n';
+  assert.deepEqual(P.parseSsListen(ss), [{ local: '/tmp/x/app.sock', recvQ: 5, sendQ: 4 }]);
+  const tcp = 'State  Recv-Q Send-Q Local Address:Port  Peer Address:Port\nLISTEN 0      511        127.0.0.1:8080       0.0.0.0:*\n';
+  assert.deepEqual(P.parseSsListen(tcp), [{ local: '127.0.0.1:8080', recvQ: 0, sendQ: 511 }]);
+  const ns = 'TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 7 9\nIpExt: InNoRoutes\nIpExt: 3\n';
+  assert.deepEqual(P.parseNetstat(ns), { TcpExt: { SyncookiesSent: 0, ListenOverflows: 7, ListenDrops: 9 }, IpExt: { InNoRoutes: 3 } });
+});
+
+const calm = { queues: [{ local: '/s', recvQ: 0, sendQ: 511, maxRecvQ: 3 }], tcpDelta: { ListenOverflows: 0, ListenDrops: 0 }, coreShare: { nginx: 0.2, app: 0.5 } };
+
+test('verdict: the first rule that holds wins, in the documented order', () => {
+  const jsHeavy = { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 };
+  const top = [{ name: 'hashPassword a.js:6 [js]', share: 0.7, js: true }, { name: 'memcpy', share: 0.1, js: false }];
+  // A full queue beats everything, even a JavaScript-heavy profile.
+  const q = decide({ ...calm, queues: [{ local: '/s', recvQ: 0, sendQ: 4, maxRecvQ: 5 }], appShares: jsHeavy, appTop: top });
+  assert.equal(q.verdict, 'queue-bound');
+  assert.deepEqual(q.evidence, ['accept queue of /s full: Recv-Q reached 5 of a backlog of 4']);
+  assert.equal(decide({ ...calm, tcpDelta: { ListenOverflows: 2, ListenDrops: 2 }, appShares: jsHeavy }).verdict, 'queue-bound');
+  // nginx saturated while the app is not.
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.95, app: 0.3 }, appShares: jsHeavy }).verdict, 'proxy-bound');
+  const app = decide({ ...calm, appShares: jsHeavy, appTop: top });
+  assert.equal(app.verdict, 'app-bound');
+  assert.deepEqual(app.evidence, ['JavaScript 80% + GC 5% of the app workers\' samples', 'hottest functions: hashPassword a.js:6 (70%)']);
+  assert.equal(decide({ ...calm, appShares: { js: 0.2, gc: 0, syscall: 0.6, native: 0.2 } }).verdict, 'transport-bound');
+  assert.equal(decide({ ...calm, appShares: { js: 0.3, gc: 0.1, syscall: 0.3, native: 0.3 } }).verdict, 'undetermined');
+  // Recv-Q one below the backlog is not full.
+  assert.equal(decide({ ...calm, queues: [{ local: '/s', recvQ: 0, sendQ: 4, maxRecvQ: 3 }], appShares: jsHeavy }).verdict, 'app-bound');
+});
+
+test('flame graph: an SVG whose boxes name the frames, widths by samples', () => {
+  const svg = renderSvg(new Map([['app;handler [js];hashPassword <x> [js]', 3], ['app;handler [js];send', 1]]));
+  assert.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+  assert.match(svg, /<title>hashPassword &lt;x&gt; \[js\] \(3 samples, 75.0%\)<\/title><rect x="0.0" y="\d+" width="900.0"/);
+  assert.match(svg, /<title>send \(1 samples, 25.0%\)<\/title><rect x="900.0"/);
+  assert.match(svg, /\(4 samples\)<\/text>/);
+});
+
+test('a missing tool is refused with the command that installs it', () => {
+  assert.throws(() => requireTools({ perf: '/nonexistent/perf', strace: 'strace' }), /perf not found \(\/nonexistent\/perf\); install it with: apt-get install -y linux-perf/);
+  assert.throws(() => requireTools({ perf: 'perf', strace: '/nonexistent/strace' }), /strace not found .*apt-get install -y strace/);
+});
+
+test('a pid that is not the kit\'s is refused', () => {
+  assert.throws(() => identify(process.pid), new RegExp(`pid ${process.pid} \\(.*\\) is not the kit's`));
+  assert.throws(() => identify(1 << 30), /no such process/);
+});
