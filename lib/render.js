@@ -24,6 +24,7 @@ const { checkVars, requireNginxVersion } = require('./config');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
 const accounts = require('./accounts');
+const tls = require('./tls');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
@@ -40,6 +41,9 @@ const PREFIX_VARS = [
   'tunekit_socket_path',
   'tunekit_app_config_path',
   'tunekit_app_install_dir',
+  'tunekit_nginx_tls_certificate',
+  'tunekit_nginx_tls_certificate_key',
+  'tunekit_nginx_acme_webroot',
 ];
 
 /** The manifest: [{src, dest, layer, mode, when_var?, when_equals?, validate?}]. */
@@ -113,6 +117,19 @@ function runtimeDirs(vars) {
 function templateError(src, err) {
   const msg = String(err.message || err).replace(/\s+/g, ' ').trim();
   return new ConfigError(`cannot render ${src}: ${msg}`);
+}
+
+/**
+ * A prefixed tree with TLS on runs without the host's certificate: when the
+ * certificate or key is missing under the tree, a throwaway leaf and the CA
+ * that signed it (ca.pem, next to the certificate) are made there.
+ */
+function throwawayCertificate(vars) {
+  const cert = vars.tunekit_nginx_tls_certificate;
+  const key = vars.tunekit_nginx_tls_certificate_key;
+  if (fs.existsSync(cert) && fs.existsSync(key)) return;
+  const dir = path.dirname(cert);
+  tls.makeLeaf(dir, tls.makeCA(dir), { cert, key });
 }
 
 /**
@@ -200,6 +217,11 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null }
     for (const d of runtimeDirs(contentVars)) {
       fs.mkdirSync(d, { recursive: true });
       dirs.push(d);
+    }
+    if (contentVars.tunekit_nginx_tls) {
+      fs.mkdirSync(contentVars.tunekit_nginx_acme_webroot, { recursive: true });
+      dirs.push(contentVars.tunekit_nginx_acme_webroot);
+      throwawayCertificate(contentVars);
     }
     // The socket's directory: searchable by the socket group only (0750), as
     // systemd's RuntimeDirectory makes it on a host.

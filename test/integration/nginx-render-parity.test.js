@@ -27,6 +27,9 @@ const SETS = {
   stock: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.30.6', 'tunekit_app_tcp_host=::1'] },
   stock_old: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.18.0'] },
   large: { varsFiles: [profile('large.yml')], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_access_log=off', 'tunekit_nginx_listen_address=127.0.0.1'] },
+  https_old: { varsFiles: [], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_tls=true', 'tunekit_nginx_server_name=example.com'] },
+  https: { varsFiles: [], set: ['tunekit_nginx_version=1.26.3', 'tunekit_nginx_tls=true', 'tunekit_nginx_tls_profile=modern', 'tunekit_nginx_tls_port=8443',
+    'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53', 'tunekit_nginx_gzip_level=6'] },
   dedicated: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_nginx_host_mode=dedicated', 'tunekit_nginx_default_server=false', 'tunekit_nginx_server_name=app.example.test'] },
 };
 

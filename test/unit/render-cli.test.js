@@ -73,7 +73,7 @@ test('a good set prints every file it wrote; unknown options and layers are usag
   const out = path.join(tmpdir(t), 'tree');
   const res = tunekit(['render', '--out', out, '--layer', 'nginx', '--layer', 'app', '--set', 'tunekit_upstream_kind=tcp']);
   assert.equal(res.status, 0, res.stderr);
-  assert.match(res.stdout, /wrote 10 files under /);
+  assert.match(res.stdout, /wrote 11 files under /);
   assert.match(res.stdout, /^ {2}etc\/nginx\/nginx\.conf$/m);
   assert.match(res.stdout, /^ {2}etc\/tunekit-app\/app\.json$/m);
   assert.ok(fs.existsSync(path.join(out, 'etc/nginx/tunekit/upstream.conf')));

@@ -40,6 +40,7 @@ test('the default set writes nginx.conf, its includes and app.json at their host
   assert.deepEqual(listFiles(dir), [
     'etc/nginx/nginx.conf',
     'etc/nginx/tunekit/client.conf',
+    'etc/nginx/tunekit/compression.conf',
     'etc/nginx/tunekit/connection-upgrade.conf',
     'etc/nginx/tunekit/logging.conf',
     'etc/nginx/tunekit/proxy.conf',
@@ -55,7 +56,7 @@ test('the default set writes nginx.conf, its includes and app.json at their host
   const includes = conf.match(/^\s*include .*$/gm).map((l) => l.trim());
   assert.deepEqual(includes, [
     'include /etc/nginx/modules-enabled/*.conf;',
-    ...['logging', 'temp-paths', 'client', 'connection-upgrade', 'upstream', 'site', 'shared-host']
+    ...['logging', 'temp-paths', 'client', 'connection-upgrade', 'compression', 'upstream', 'site', 'shared-host']
       .map((f) => `include /etc/nginx/tunekit/${f}.conf;`),
   ]);
   assert.deepEqual(read('etc/nginx/tunekit/shared-host.conf').match(/^include .*$/gm),
@@ -82,7 +83,7 @@ test('uds: one unix server, a keep-alive pool, HTTP/1.1 and a Connection map tha
   assert.match(proxy, /^proxy_set_header Upgrade \$http_upgrade;$/m);
   assert.match(proxy, /^proxy_next_upstream error timeout;$/m);
   assert.doesNotMatch(proxy, /non_idempotent;/);
-  for (const h of ['Host $host', 'X-Real-IP $remote_addr', 'X-Forwarded-For $proxy_add_x_forwarded_for', 'X-Forwarded-Proto $scheme']) {
+  for (const h of ['Host $host', 'X-Real-IP $remote_addr', 'X-Forwarded-For $proxy_add_x_forwarded_for', 'X-Forwarded-Proto $scheme', 'X-Forwarded-Host $host']) {
     assert.ok(proxy.includes(`proxy_set_header ${h};`), h);
   }
   const map = read('etc/nginx/tunekit/connection-upgrade.conf');
@@ -259,4 +260,59 @@ test('a site that is not the default server needs a name of its own', () => {
     /tunekit_nginx_default_server=false needs a tunekit_nginx_server_name other than "_"/);
   const vars = config.resolve({ set: ['tunekit_nginx_default_server=false', 'tunekit_nginx_server_name=app.example.com'] });
   assert.equal(vars.tunekit_nginx_default_server, false);
+});
+
+test('TLS on: the site moves to HTTPS with HTTP/2 as the nginx version has it, port 80 redirects except the ACME path', (t) => {
+  const set = ['tunekit_nginx_tls=true', 'tunekit_nginx_server_name=example.com'];
+  const { dir, read, vars } = renderSet(t, { set: [...set, 'tunekit_nginx_version=1.26.0'] });
+  assert.ok(listFiles(dir).includes('etc/nginx/tunekit/tls.conf'));
+  assert.deepEqual(read('etc/nginx/nginx.conf').match(/^\s*include .*(site|https-redirect)\.conf;$/gm).map((l) => l.trim()),
+    ['include /etc/nginx/tunekit/site.conf;', 'include /etc/nginx/tunekit/https-redirect.conf;']);
+  const site = read('etc/nginx/tunekit/site.conf');
+  assert.match(site, line(4, `listen 443 ssl default_server backlog=${vars.tunekit_listen_backlog} reuseport;`));
+  assert.match(site, line(4, 'include /etc/nginx/tunekit/tls.conf;'));
+  const tls = read('etc/nginx/tunekit/tls.conf');
+  assert.match(tls, /^http2 on;$/m);
+  assert.match(tls, /^ssl_certificate \/etc\/letsencrypt\/live\/example\.com\/fullchain\.pem;$/m);
+  assert.match(tls, /^ssl_certificate_key \/etc\/letsencrypt\/live\/example\.com\/privkey\.pem;$/m);
+  assert.match(tls, /^ssl_protocols TLSv1\.2 TLSv1\.3;$/m);
+  assert.match(tls, /^ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:/m);
+  assert.match(tls, /^ssl_session_cache shared:tunekit_tls:10m;$/m);
+  assert.match(tls, /^ssl_session_tickets off;$/m);
+  // Off by default: no HSTS header, no stapling without a resolver.
+  assert.doesNotMatch(tls, /Strict-Transport-Security|ssl_stapling|resolver/);
+  const redirect = read('etc/nginx/tunekit/https-redirect.conf');
+  assert.match(redirect, line(4, `listen 80 default_server backlog=${vars.tunekit_listen_backlog} reuseport;`));
+  assert.match(redirect, /location \/\.well-known\/acme-challenge\/ \{\n {8}root \/var\/www\/letsencrypt;\n {4}\}/);
+  assert.match(redirect, line(8, 'return 301 https://$host$request_uri;'));
+
+  // Before 1.25.1 HTTP/2 is a listen parameter; `http2 on;` would fail nginx -t there.
+  const old = renderSet(t, { set: [...set, 'tunekit_nginx_version=1.24.0'] });
+  assert.match(old.read('etc/nginx/tunekit/site.conf'), line(4, `listen 443 ssl http2 default_server backlog=${vars.tunekit_listen_backlog} reuseport;`));
+  assert.doesNotMatch(old.read('etc/nginx/tunekit/tls.conf'), /^http2 on;$/m);
+});
+
+test('TLS options: modern profile, a non-default HTTPS port in the redirect, HSTS and stapling when asked, gzip off', (t) => {
+  const { dir, read } = renderSet(t, { set: ['tunekit_nginx_tls=true', 'tunekit_nginx_version=1.26.0', 'tunekit_nginx_tls_profile=modern',
+    'tunekit_nginx_tls_port=8443', 'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53',
+    'tunekit_nginx_http2=false', 'tunekit_nginx_gzip=false'] });
+  const tls = read('etc/nginx/tunekit/tls.conf');
+  assert.match(tls, /^ssl_protocols TLSv1\.3;$/m);
+  assert.doesNotMatch(tls, /ssl_ciphers|http2/);
+  assert.match(tls, /^add_header Strict-Transport-Security "max-age=63072000" always;$/m);
+  assert.match(tls, /^ssl_stapling on;\nssl_stapling_verify on;\nresolver 127\.0\.0\.53;$/m);
+  assert.match(read('etc/nginx/tunekit/site.conf'), /^ {4}listen 8443 ssl default_server /m);
+  assert.match(read('etc/nginx/tunekit/https-redirect.conf'), line(8, 'return 301 https://$host:8443$request_uri;'));
+  assert.equal(read('etc/nginx/tunekit/compression.conf').match(/^gzip.*$/gm).join('\n'), 'gzip off;');
+  assert.ok(listFiles(dir).includes('etc/nginx/tunekit/https-redirect.conf'));
+});
+
+test('TLS off (the default): no HTTPS files, the site on the plain port; gzip on for the listed text types', (t) => {
+  const { dir, read, vars } = renderSet(t, {});
+  assert.ok(!listFiles(dir).some((f) => /tls\.conf|https-redirect\.conf/.test(f)));
+  assert.doesNotMatch(read('etc/nginx/tunekit/site.conf'), /ssl|tls\.conf/);
+  const gz = read('etc/nginx/tunekit/compression.conf');
+  assert.match(gz, /^gzip on;$/m);
+  assert.match(gz, new RegExp(`^gzip_comp_level ${vars.tunekit_nginx_gzip_level};$`, 'm'));
+  assert.match(gz, new RegExp(`^gzip_types ${escape(vars.tunekit_nginx_gzip_types.join(' '))};$`, 'm'));
 });
