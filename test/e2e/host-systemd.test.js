@@ -41,7 +41,9 @@ const until = (what, fn, timeoutMs = 60000) => untilEvery(what, fn, timeoutMs, 2
 // ECONNRESET from nginx that has nothing to do with the app (measured on a local stack
 // with keepalive_requests=2: 56 errors in 51,620 requests). The app-side reload is what
 // these tests measure.
-const SET = ['tunekit_app_workers=2', 'tunekit_nginx_keepalive_requests=10000000'];
+// The files are copied straight onto a host that serves nothing else: a
+// dedicated host (a shared one would keep Debian's welcome site, default_server on :80).
+const SET = ['tunekit_app_workers=2', 'tunekit_nginx_keepalive_requests=10000000', 'tunekit_nginx_host_mode=dedicated'];
 const LOAD_S = 20;
 
 async function sh(host, cmd, timeoutMs = 120000) {
