@@ -126,7 +126,8 @@ function readSettingsFile(file) {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new SettingsError(`cannot read settings file ${file}: ${err.code || err.message}`);
+    const why = err.code === 'ENOENT' ? 'no such file (ENOENT)' : err.code || err.message;
+    throw new SettingsError(`cannot read settings file ${file}: ${why}; give the app.json that tunekit render writes (etc/tunekit-app/app.json)`);
   }
   let data;
   try {

@@ -37,7 +37,7 @@ async function main(argv) {
     return 0;
   }
   if (!Object.hasOwn(COMMANDS, cmd)) {
-    console.error(`tunekit: unknown command "${cmd}"\n\n${usage()}`);
+    console.error(`tunekit: unknown command "${cmd}"; one of ${Object.keys(COMMANDS).join(', ')} (see tunekit --help)`);
     return 2;
   }
   const mod = require(`./commands/${cmd}`);

@@ -16,4 +16,10 @@ class UsageError extends KitError {}
 /** A variable or settings file the kit refuses (wrong type, broken rule, unreadable). */
 class ConfigError extends KitError {}
 
-module.exports = { KitError, UsageError, ConfigError };
+/** The local stack (lib/stack.js) did not come up: the app or nginx said why. */
+class StackError extends KitError {}
+
+/** A tool the command needs is not installed (wrk, strace, perf). */
+class MissingToolError extends KitError {}
+
+module.exports = { KitError, UsageError, ConfigError, StackError, MissingToolError };

@@ -23,6 +23,7 @@ const { createEnv, ROOT } = require('./template');
 const { checkVars, requireNginxVersion } = require('./config');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
+const { makeDirs } = require('./files');
 const accounts = require('./accounts');
 const tls = require('./tls');
 
@@ -180,7 +181,7 @@ function renderAll(vars, { contentVars = vars, layers = null, manifest = null } 
 }
 
 function writeAtomic(file, content, mode) {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
+  makeDirs(path.dirname(file));
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
   try {
     fs.writeFileSync(tmp, content, { mode });
@@ -215,17 +216,17 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null }
   const dirs = [];
   if (prefix) {
     for (const d of runtimeDirs(contentVars)) {
-      fs.mkdirSync(d, { recursive: true });
+      makeDirs(d);
       dirs.push(d);
     }
     if (contentVars.tunekit_nginx_tls) {
-      fs.mkdirSync(contentVars.tunekit_nginx_acme_webroot, { recursive: true });
+      makeDirs(contentVars.tunekit_nginx_acme_webroot);
       dirs.push(contentVars.tunekit_nginx_acme_webroot);
       throwawayCertificate(contentVars);
     }
     // The socket's directory: searchable by the socket group only (0750), as
     // systemd's RuntimeDirectory makes it on a host.
-    fs.mkdirSync(contentVars.tunekit_socket_dir, { recursive: true, mode: 0o750 });
+    makeDirs(contentVars.tunekit_socket_dir, { mode: 0o750 });
     dirs.push(contentVars.tunekit_socket_dir);
   }
   return { files, dirs, vars: contentVars };

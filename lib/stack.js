@@ -25,6 +25,7 @@ const { freePort, alive, cmdline, childrenOf, readPid, signal } = require('./pro
 const renderer = require('./render');
 const { nginxBinary } = require('./nginx');
 const { ROOT } = require('./template');
+const { StackError } = require('./errors');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 const STOCK_PROFILE = path.join(ROOT, 'ansible/profiles/stock.yml');
@@ -119,15 +120,15 @@ async function waitForReady(child, files, timeoutMs) {
       }
       if (ev.event === 'ready') return ev;
       if (ev.event === 'listen-refused' || ev.event === 'crash-loop') {
-        throw new Error(`the app did not start (${ev.event}): ${ev.error && ev.error.message ? ev.error.message : ev.error || ev.message || line}`);
+        throw new StackError(`the app did not start (${ev.event}): ${ev.error && ev.error.message ? ev.error.message : ev.error || ev.message || line}`);
       }
     }
     if (exited) {
-      throw new Error(`the app exited (code ${exited.code}, signal ${exited.sig}) before it was ready:\n${tail(files.appLog)}`);
+      throw new StackError(`the app exited (code ${exited.code}, signal ${exited.sig}) before it was ready:\n${tail(files.appLog)}`);
     }
     await sleep(50);
   }
-  throw new Error(`the app printed no "ready" line within ${timeoutMs} ms:\n${tail(files.appLog)}`);
+  throw new StackError(`the app printed no "ready" line within ${timeoutMs} ms:\n${tail(files.appLog)}`);
 }
 
 async function waitForNginx(child, url, files, errorLog, timeoutMs) {
@@ -137,7 +138,7 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs) {
   let last = '';
   while (Date.now() < deadline) {
     if (exited) {
-      throw new Error(`nginx exited (code ${exited.code}, signal ${exited.sig}) at start:\n${tail(files.nginxStderr)}\n${tail(errorLog)}`);
+      throw new StackError(`nginx exited (code ${exited.code}, signal ${exited.sig}) at start:\n${tail(files.nginxStderr)}\n${tail(errorLog)}`);
     }
     try {
       const r = await get(url, 2000);
@@ -148,7 +149,7 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs) {
     }
     await sleep(100);
   }
-  throw new Error(`nginx did not answer 200 on ${url} within ${timeoutMs} ms (last: ${last}):\n${tail(errorLog)}`);
+  throw new StackError(`nginx did not answer 200 on ${url} within ${timeoutMs} ms (last: ${last}):\n${tail(errorLog)}`);
 }
 
 /**

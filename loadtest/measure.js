@@ -18,6 +18,7 @@ const { runAutocannon } = require('./autocannon');
 const { runWrk } = require('./wrk');
 const { runPaced } = require('./pacer');
 const { kindsText } = require('./format');
+const { UsageError } = require('../lib/errors');
 
 // A generator process at or above this share of one core is itself the limit.
 const CLIENT_BOUND_CORE_SHARE = 0.9;
@@ -39,7 +40,7 @@ async function drive(target, o) {
     return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false });
   }
   if (o.driver === 'wrk') {
-    if (target.socketPath) throw new Error(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
+    if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
     return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores() });
   }
   return runAutocannon({ ...common, url: target.url, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });

@@ -2,9 +2,7 @@
 // Command-line options of `tunekit loadtest` and `tunekit bench`: one table
 // each (name, type, default, help) that parses argv and prints --help.
 
-const fs = require('node:fs');
-const path = require('node:path');
-const { parseArgs } = require('node:util');
+const { parseCommandLine, outputFile } = require('../lib/args');
 const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
 const { cores } = require('./cpu');
@@ -26,17 +24,7 @@ const nonNegNum = (name, v) => {
   return n;
 };
 // A report path: its directory must exist (nothing is created at a mistyped path).
-const reportFile = (name, v) => {
-  const dir = path.dirname(path.resolve(v));
-  let st = null;
-  try {
-    st = fs.statSync(dir);
-  } catch {
-    // handled below
-  }
-  if (!st || !st.isDirectory()) throw new UsageError(`--${name} ${v}: directory ${dir} does not exist; create it first or choose another path`);
-  return v;
-};
+const reportFile = outputFile;
 const oneOf = (choices) => (name, v) => {
   if (!choices.includes(v)) throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${v}")`);
   return v;
@@ -101,12 +89,7 @@ function parse(cmd, spec, argv) {
     if (s.multiple) options[k].multiple = true;
     if (s.short) options[k].short = s.short;
   }
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options, allowPositionals: false, strict: true }));
-  } catch (err) {
-    throw new UsageError(`${err.message}; see \`tunekit ${cmd} --help\``);
-  }
+  const { values } = parseCommandLine({ args: argv, options, allowPositionals: false, strict: true }, `tunekit ${cmd} --help`);
   if (values.help) return { help: helpText(cmd, spec) };
   const out = {};
   for (const [k, s] of Object.entries(spec)) {

@@ -57,7 +57,7 @@ function document(kind, { command, options, stack = null, results, summary = nul
 }
 
 function writeFile(file, text) {
-  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  makeDirs(path.dirname(path.resolve(file)), { what: file });
   const tmp = `${file}.tmp-${process.pid}`;
   fs.writeFileSync(tmp, text);
   fs.renameSync(tmp, file);

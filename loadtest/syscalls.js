@@ -12,7 +12,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
-const { parseArgs } = require('node:util');
+const { parseCommandLine } = require('../lib/args');
 const { startStack } = require('../lib/stack');
 const { UsageError } = require('../lib/errors');
 
@@ -65,12 +65,10 @@ for each upstream kind of the local stack.
   --connections N   wrk connections (default 10)`;
 
 function options(argv) {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: { duration: { type: 'string', default: '3' }, connections: { type: 'string', default: '10' }, help: { type: 'boolean', short: 'h' } } }));
-  } catch (err) {
-    throw new UsageError(`${err.message}\n${USAGE}`);
-  }
+  const { values } = parseCommandLine({
+    args: argv,
+    options: { duration: { type: 'string', default: '3' }, connections: { type: 'string', default: '10' }, help: { type: 'boolean', short: 'h' } },
+  }, 'node loadtest/syscalls.js --help');
   if (values.help) return null;
   const o = { duration: Number(values.duration), connections: Number(values.connections) };
   if (!(o.duration > 0)) throw new UsageError(`--duration must be a number > 0 (got "${values.duration}")`);

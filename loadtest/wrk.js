@@ -9,6 +9,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
+const { MissingToolError } = require('../lib/errors');
 const { reapedChildrenUs } = require('./cpu');
 
 const WRK = '/usr/bin/wrk';
@@ -30,7 +31,7 @@ function parseOutput(stdout) {
 
 // Drive `url` over TCP for `duration` s with `connections` on `threads`.
 async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, bin = WRK, onProgress = () => {} }) {
-  if (!available(bin)) throw new Error(`wrk not found at ${bin}; install it (apt-get install -y wrk) or use --driver autocannon`);
+  if (!available(bin)) throw new MissingToolError(`wrk not found at ${bin}; install it (apt-get install -y wrk) or use --driver autocannon`);
   const t = Math.max(1, Math.min(threads, connections));
   const args = ['-t', String(t), '-c', String(connections), '-d', `${duration}s`, '--timeout', `${timeoutS}s`, '-s', SCRIPT, url];
   const cpu0 = reapedChildrenUs();

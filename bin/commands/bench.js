@@ -16,7 +16,7 @@ async function main(argv) {
     return 0;
   }
   // Refuse a wrong-typed --set/--vars value before anything starts.
-  require('../../lib/config').resolve({ varsFiles: o.varsFiles, set: o.set, check: false });
+  require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
   const { runBench, SCENARIOS } = require('../../loadtest/bench');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');

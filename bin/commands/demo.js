@@ -12,8 +12,8 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine, wholeNumber } = require('../../lib/args');
 const { choices } = require('../../lib/config');
 const { startStack, stopDir, stackFiles, STACK_PREFIX } = require('../../lib/stack');
 const { alive } = require('../../lib/proc');
@@ -39,32 +39,20 @@ options:
   -h, --help          this text`;
 
 function parse(argv) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: {
-        upstream: { type: 'string', default: 'uds' },
-        workers: { type: 'string', default: '2' },
-        duration: { type: 'string', default: '3' },
-        connections: { type: 'string', default: '20' },
-        keep: { type: 'boolean', default: false },
-        stop: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (err) {
-    throw new UsageError(`${err.message}\n\n${HELP}`);
-  }
-}
-
-function bounded(name, value, min, max) {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError(`--${name} ${value}: expected a whole number from ${min} to ${max}`);
-  }
-  return n;
+  return parseCommandLine({
+    args: argv,
+    options: {
+      upstream: { type: 'string', default: 'uds' },
+      workers: { type: 'string', default: '2' },
+      duration: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '20' },
+      keep: { type: 'boolean', default: false },
+      stop: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  }, 'tunekit demo --help').values;
 }
 
 async function stopCommand(dir) {
@@ -97,9 +85,9 @@ async function main(argv) {
   if (!kinds.includes(opts.upstream)) {
     throw new UsageError(`--upstream ${opts.upstream}: expected one of ${kinds.join(', ')}`);
   }
-  const duration = bounded('duration', opts.duration, 1, 60);
-  const connections = bounded('connections', opts.connections, 1, 1000);
-  const workers = bounded('workers', opts.workers, 1, Math.max(64, os.availableParallelism()));
+  const duration = wholeNumber('duration', opts.duration, 1, 60);
+  const connections = wholeNumber('connections', opts.connections, 1, 1000);
+  const workers = wholeNumber('workers', opts.workers, 1, Math.max(64, os.availableParallelism()));
 
   console.log('tunekit demo: rendering the tuned config and starting nginx + the Node cluster ...');
   const stack = await startStack({ upstream: opts.upstream, workers, detached: opts.keep });

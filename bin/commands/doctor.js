@@ -2,8 +2,8 @@
 // tunekit doctor: audit a live host across layers (see lib/doctor.js).
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine } = require('../../lib/args');
 const doctor = require('../../lib/doctor');
 
 const HELP = `usage: tunekit doctor [options]
@@ -21,20 +21,16 @@ options:
 
 async function main(argv) {
   let opts;
-  try {
-    opts = parseArgs({
-      args: argv,
-      options: {
-        'nginx-conf': { type: 'string' },
-        'app-config': { type: 'string' },
-        socket: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (err) {
-    throw new UsageError(`${err.message}\n\n${HELP}`);
-  }
+  opts = parseCommandLine({
+    args: argv,
+    options: {
+      'nginx-conf': { type: 'string' },
+      'app-config': { type: 'string' },
+      socket: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }, 'tunekit doctor --help').values;
   if (opts.help) {
     console.log(HELP);
     return 0;

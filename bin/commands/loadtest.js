@@ -51,9 +51,12 @@ async function main(argv) {
     return 0;
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.errorLog && !o.url && !o.socket) {
+    throw new UsageError('--error-log watches the error log of a deployment given with --url or --socket; the local stack watches its own');
+  }
   if (o.socket && o.driver === 'wrk') throw new UsageError('wrk cannot connect to a Unix socket; drop --driver wrk or use --url');
   // Refuse a wrong-typed --set/--vars value before anything starts.
-  require('../../lib/config').resolve({ varsFiles: o.varsFiles, set: o.set, check: false });
+  require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
   const { runLoadtest } = require('../../loadtest/loadtest');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');

@@ -9,8 +9,8 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine, wholeNumber, oneOf, outputFile, inputFile } = require('../../lib/args');
 const { choices } = require('../../lib/config');
 const { startStack, stackFiles } = require('../../lib/stack');
 const doctor = require('../../lib/doctor');
@@ -59,42 +59,27 @@ Needs root (or perf_event_paranoid <= 1 and ptrace rights), perf
 (apt-get install -y linux-perf) and strace (apt-get install -y strace).`;
 
 function parse(argv) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: {
-        demo: { type: 'boolean', default: false },
-        pid: { type: 'string', multiple: true, default: [] },
-        unit: { type: 'string', multiple: true, default: [] },
-        duration: { type: 'string', default: '3' },
-        connections: { type: 'string', default: '50' },
-        upstream: { type: 'string' },
-        profile: { type: 'string', default: 'tuned' },
-        workers: { type: 'string', default: '2' },
-        module: { type: 'string' },
-        svg: { type: 'string' },
-        json: { type: 'string' },
-        md: { type: 'string' },
-        html: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (err) {
-    throw new UsageError(`${err.message}\n\n${HELP}`);
-  }
-}
-
-function bounded(name, value, min, max) {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} ${value}: expected a whole number from ${min} to ${max}`);
-  return n;
-}
-
-function oneOf(name, value, list) {
-  if (!list.includes(value)) throw new UsageError(`--${name} ${value}: expected one of ${list.join(', ')}`);
-  return value;
+  return parseCommandLine({
+    args: argv,
+    options: {
+      demo: { type: 'boolean', default: false },
+      pid: { type: 'string', multiple: true, default: [] },
+      unit: { type: 'string', multiple: true, default: [] },
+      duration: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '50' },
+      upstream: { type: 'string' },
+      profile: { type: 'string', default: 'tuned' },
+      workers: { type: 'string', default: '2' },
+      module: { type: 'string' },
+      svg: { type: 'string' },
+      json: { type: 'string' },
+      md: { type: 'string' },
+      html: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  }, 'tunekit profile --help').values;
 }
 
 // The listeners of a demo stack as ss prints them: nginx's port, the app's socket(s) or port.
@@ -113,11 +98,11 @@ function doctorLines(stack) {
 }
 
 async function profileDemo(opts, common) {
-  const connections = bounded('connections', opts.connections, 1, 1000);
+  const connections = wholeNumber('connections', opts.connections, 1, 1000);
   const stack = await startStack({
     upstream: opts.upstream ? oneOf('upstream', opts.upstream, choices('tunekit_upstream_kind')) : null,
     profile: oneOf('profile', opts.profile, choices('tunekit_profile')),
-    workers: bounded('workers', opts.workers, 1, Math.max(64, os.availableParallelism())),
+    workers: wholeNumber('workers', opts.workers, 1, Math.max(64, os.availableParallelism())),
     module: opts.module || null,
     set: ['tunekit_app_perf_map=true'],
   });
@@ -157,16 +142,18 @@ async function main(argv) {
     return 0;
   }
   const live = opts.pid.length + opts.unit.length;
-  if (opts.demo === Boolean(live)) throw new UsageError(`give either --demo or --pid/--unit\n\n${HELP}`);
+  if (opts.demo === Boolean(live)) throw new UsageError('give either --demo or --pid/--unit; see tunekit profile --help');
+  const duration = wholeNumber('duration', opts.duration, 1, 60);
+  if (opts.module) inputFile('module', opts.module);
+  for (const name of ['svg', 'json', 'md', 'html']) if (opts[name]) outputFile(name, opts[name]);
   requireTools();
-  const duration = bounded('duration', opts.duration, 1, 60);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-profile-'));
   try {
     let run;
     if (opts.demo) {
       run = await profileDemo(opts, { duration, dir });
     } else {
-      const pids = opts.pid.map((x) => bounded('pid', x, 1, 2 ** 22));
+      const pids = opts.pid.map((x) => wholeNumber('pid', x, 1, 2 ** 22));
       const groups = groupsOf({ pids, units: opts.unit });
       console.log(`tunekit profile: nginx workers ${groups.nginx.join(' ') || 'none'}, app workers ${groups.app.join(' ') || 'none'} (no load sent: figures per second)`);
       const result = await profile({ groups, duration, dir });

@@ -7,12 +7,13 @@
 // manifest into memory, and only then writes the tree under DIR.
 
 const path = require('node:path');
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine } = require('../../lib/args');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
+const { makeDirs } = require('../../lib/files');
 
 const HELP = `usage: tunekit render --out DIR [options]
 
@@ -46,26 +47,22 @@ const TARGETS = ['host', 'kubernetes'];
 
 function parse(argv) {
   let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        out: { type: 'string' },
-        vars: { type: 'string', multiple: true, default: [] },
-        set: { type: 'string', multiple: true, default: [] },
-        prefix: { type: 'boolean', default: false },
-        check: { type: 'boolean', default: false },
-        layer: { type: 'string', multiple: true, default: [] },
-        'nginx-version': { type: 'string' },
-        target: { type: 'string', default: 'host' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-      allowPositionals: false,
-    });
-  } catch (err) {
-    throw new UsageError(`${err.message}\n\n${HELP}`);
-  }
+  parsed = parseCommandLine({
+    args: argv,
+    options: {
+      out: { type: 'string' },
+      vars: { type: 'string', multiple: true, default: [] },
+      set: { type: 'string', multiple: true, default: [] },
+      prefix: { type: 'boolean', default: false },
+      check: { type: 'boolean', default: false },
+      layer: { type: 'string', multiple: true, default: [] },
+      'nginx-version': { type: 'string' },
+      target: { type: 'string', default: 'host' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  }, 'tunekit render --help');
   return parsed.values;
 }
 
@@ -89,7 +86,7 @@ async function main(argv) {
     console.log(HELP);
     return 0;
   }
-  if (!opts.out) throw new UsageError(`--out DIR is required\n\n${HELP}`);
+  if (!opts.out) throw new UsageError('--out DIR is required; see tunekit render --help');
   if (!TARGETS.includes(opts.target)) {
     throw new UsageError(`unknown target "${opts.target}"; the targets are ${TARGETS.join(', ')}`);
   }
@@ -122,6 +119,7 @@ async function main(argv) {
     const when = [...new Set(entries.map((e) => (e.when_equals != null ? `${e.when_var}=${e.when_equals}` : `${e.when_var} set`)))];
     throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
   }
+  makeDirs(outDir, { what: `--out ${opts.out}` });
   const { files } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
   console.log(`wrote ${files.length} files under ${outDir}:`);
   for (const f of files) console.log(`  ${path.relative(outDir, f)}`);

@@ -7,8 +7,9 @@
 // --json prints the decision per key for Ansible (sysctl/README.md).
 
 const fs = require('node:fs');
-const { parseArgs } = require('node:util');
 const { UsageError } = require('../../lib/errors');
+const { parseCommandLine } = require('../../lib/args');
+const { reason } = require('../../lib/files');
 const sysctl = require('../../lib/sysctl');
 
 const HELP = `usage: tunekit sysctl apply FILE [--out PATH] [--dry-run] [--json]
@@ -41,21 +42,17 @@ function table(steps) {
 
 async function main(argv) {
   let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        out: { type: 'string' },
-        'dry-run': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        proc: { type: 'string', default: sysctl.PROC_SYS },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    throw new UsageError(`${err.message}\n\n${HELP}`);
-  }
+  parsed = parseCommandLine({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      out: { type: 'string' },
+      'dry-run': { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      proc: { type: 'string', default: sysctl.PROC_SYS },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }, 'tunekit sysctl --help');
   const { values, positionals } = parsed;
   if (values.help) {
     console.log(HELP);
@@ -63,13 +60,13 @@ async function main(argv) {
   }
   const [sub, file, ...extra] = positionals;
   if (sub !== 'apply' || !file || extra.length) {
-    throw new UsageError(`expected "sysctl apply FILE"\n\n${HELP}`);
+    throw new UsageError('expected "sysctl apply FILE"; see tunekit sysctl --help');
   }
   let text;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new UsageError(`cannot read the drop-in ${file}: ${err.code || err.message}`);
+    throw new UsageError(`cannot read the drop-in ${file}: ${reason(err)}; give the path of a sysctl.d file (render --layer sysctl writes one)`);
   }
   const out = values.out || file;
   const dryRun = values['dry-run'];

@@ -19,6 +19,7 @@ const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const types = require('./types');
 const { ConfigError } = require('../errors');
+const { reason } = require('../files');
 
 const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
 const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
@@ -36,7 +37,7 @@ function readYamlFile(file) {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read variables file ${file}: ${err.code || err.message}`);
+    throw new ConfigError(`cannot read variables file ${file}: ${reason(err)}; give the path of a YAML file of tunekit_* values`);
   }
   let doc;
   try {
@@ -226,9 +227,8 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   const env = createEnv();
   if (check) {
     const problems = checkVars(vars, env);
-    if (problems.length) {
-      throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
-    }
+    if (problems.length === 1) throw new ConfigError(`inconsistent settings: ${problems[0]}`);
+    if (problems.length) throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
   }
   return vars;
 }

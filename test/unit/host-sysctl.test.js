@@ -168,7 +168,7 @@ test('a drop-in that is not "key = value", or sets a key twice, is refused with 
   assert.match(r.stderr, /net\.core\.somaxconn is set twice \(lines 1 and 2\)/);
   r = cli(['apply', path.join(proc, 'missing.conf')]);
   assert.equal(r.code, 2);
-  assert.match(r.stderr, /cannot read the drop-in .*missing\.conf: ENOENT/);
+  assert.match(r.stderr, /cannot read the drop-in .*missing\.conf: no such file \(ENOENT\)/);
 });
 
 test('every key of the drop-in template is commented with its scope and default', () => {
