@@ -236,7 +236,7 @@ test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, asyn
     fs.mkdirSync(lib, { recursive: true });
     fs.cpSync(path.join(ROOT, 'node_modules'), path.join(lib, 'node_modules'), { recursive: true, verbatimSymlinks: true });
     fs.symlinkSync('/usr/local/lib/tunekit-pm2/node_modules/pm2/bin/pm2', path.join(h.root, 'usr/local/bin/pm2'));
-    const pm2 = ['-e', 'tunekit_process_manager=pm2', '-e', 'tunekit_install_packages=false'];
+    const pm2 = ['-e', JSON.stringify({ tunekit_process_manager: 'pm2', tunekit_install_packages: false })];
     const r = await playbook(pm2, { limit: h.name });
     assert.equal(r.code, 0, `switching to PM2 failed (log ${r.log}):\n${tailOf(r.out)}`);
     const user = vars.tunekit_app_user;

@@ -62,3 +62,19 @@ test('the role names each wrong value with its type', async (t) => {
     'tunekit_nginx_reuseport=maybe is not bool: expected true or false',
   ]);
 });
+
+// -e key=value passes text (Ansible documents it); a derived value would then
+// be computed from text ("30" + 5). The role names the input and the JSON form
+// instead of failing inside a derived expression.
+test('the role names a number given as text with -e key=value, and how to pass it', async (t) => {
+  const lines = await typeRefusals(t, [
+    '-e', 'tunekit_nginx_upstream_keepalive_timeout_s=30',
+    '-e', 'tunekit_nginx_tls=false',
+  ]);
+  assert.deepEqual(lines, [
+    'tunekit_nginx_upstream_keepalive_timeout_s="30" is text where int 1.. wants a number: write it without quotes in YAML; ' +
+      'ansible-playbook -e key=value always passes text, so give it as JSON: -e \'{"tunekit_nginx_upstream_keepalive_timeout_s": 30}\'',
+    'tunekit_nginx_tls="false" is text where bool wants true or false: write it without quotes in YAML; ' +
+      'ansible-playbook -e key=value always passes text, so give it as JSON: -e \'{"tunekit_nginx_tls": false}\'',
+  ]);
+});

@@ -137,17 +137,43 @@ test(`${types.TYPES_TEMPLATE} (as nunjucks renders it) passes the defaults and n
   const env = createEnv();
   const vars = config.resolve({ set: ['tunekit_nginx_version=1.22.1'] });
   assert.equal(env.render(types.TYPES_TEMPLATE, vars).trim(), '');
-  const wrong = { ...vars };
-  const expectLines = [];
-  for (const [key, type] of Object.entries(typeOf)) {
-    // list and map have no test both Jinja dialects share; YAML gives them their shape.
-    if (type.alternatives.some((a) => a.kind === 'list' || a.kind === 'map')) continue;
-    // Text, as -e key=value gives it: a word or a negative number.
-    const value = ['abc', '-3'].find((w) => types.mismatch(w, type) !== null);
-    if (value === undefined) continue; // string and path take any line of text
-    wrong[key] = value;
-    expectLines.push(`${key}=${value} is not ${type.spec}: expected ${types.expected(type)}`);
+  // Wrong values given directly are all named; the derived values are checked
+  // only once those fit (a wrong input breaks the expressions), so each half
+  // is tried on its own.
+  for (const derived of [false, true]) {
+    const wrong = { ...vars };
+    const expectLines = [];
+    for (const [key, type] of Object.entries(typeOf)) {
+      if (type.derived !== derived) continue;
+      // list and map have no test both Jinja dialects share; YAML gives them their shape.
+      if (type.alternatives.some((a) => a.kind === 'list' || a.kind === 'map')) continue;
+      // Text, as -e key=value gives it: a word or a negative number.
+      const value = ['abc', '-3'].find((w) => types.mismatch(w, type) !== null);
+      if (value === undefined) continue; // string and path take any line of text
+      wrong[key] = value;
+      expectLines.push(`${key}=${value} is not ${type.spec}: expected ${types.expected(type)}`);
+    }
+    assert.ok(expectLines.length > (derived ? 10 : 60), `${expectLines.length} variables checked`);
+    assert.deepEqual(env.render(types.TYPES_TEMPLATE, wrong).trim().split('\n'), expectLines);
   }
-  assert.ok(expectLines.length > 80, `${expectLines.length} variables checked`);
-  assert.deepEqual(env.render(types.TYPES_TEMPLATE, wrong).trim().split('\n'), expectLines);
+});
+
+// ansible-playbook -e key=value passes text (documented Ansible behaviour), and a
+// quoted number in YAML is text too: "30" + 5 would be "305". Both sides refuse
+// it with the way to pass a number.
+test('text where a number or a bool belongs: refused with how to give it', (t) => {
+  const hint = (key, value, json) => `${key}="${value}" is text where ${typeOf[key].spec} wants ${json === 'true' || json === 'false' ? 'true or false' : 'a number'}: ` +
+    `write it without quotes in YAML; ansible-playbook -e key=value always passes text, so give it as JSON: -e '{"${key}": ${json}}'`;
+  const { createEnv } = require('../../lib/template');
+  const vars = config.resolve({ set: ['tunekit_nginx_version=1.22.1'] });
+  const cases = [['tunekit_nginx_upstream_keepalive_timeout_s', '30', '30'], ['tunekit_nginx_tls', 'False', 'false']];
+  const lines = createEnv().render(types.TYPES_TEMPLATE, { ...vars, ...Object.fromEntries(cases.map(([k, v]) => [k, v])) }).trim().split('\n');
+  assert.deepEqual(lines, cases.map(([k, v, j]) => hint(k, v, j)).sort((a, b) => lines.indexOf(a) - lines.indexOf(b)));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-types-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'vars.yml');
+  fs.writeFileSync(file, 'tunekit_nginx_upstream_keepalive_timeout_s: "30"\n');
+  assert.throws(() => config.resolve({ varsFiles: [file] }), {
+    message: hint('tunekit_nginx_upstream_keepalive_timeout_s', '30', '30').replace(' is text', ` (from ${file}) is text`),
+  });
 });
