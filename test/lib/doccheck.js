@@ -31,7 +31,7 @@ const EXEMPT = [
   [/^cd ansible$/, 'part of the Ansible deployment above'],
   [/^systemd-analyze\b|^cat \/proc\/\$\(systemctl\b/, 'needs the units installed and systemd booted: test/e2e runs them in booted containers'],
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
-  [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: the runner tests start it (test/integration/runner-*.test.js)'],
+  [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: test/integration/runner-user.test.js runs the no-root lines as the user nobody, the other runner tests the rest'],
   [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
   [/^node --test\b/, 'a test file: the suite runs it'],
   [/^node bin\/tunekit\.js render --out \/tmp\/host --vars my\.yml/, 'renders the vars file the reader wrote in the previous step; the same render with a vars file is run from nginx/README.md'],
