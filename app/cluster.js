@@ -15,7 +15,7 @@ require('./node-version').requireSupportedNode('tunekit-app');
 const cluster = require('node:cluster');
 const fs = require('node:fs');
 const path = require('node:path');
-const { normalize, readSettingsFile, parseListen, parseMode, socketPaths } = require('./settings');
+const { normalize, readSettingsFile, socketPaths } = require('./settings');
 const sock = require('./socket');
 const { AppError } = require('./errors');
 const { MSG } = require('./ipc');
@@ -50,7 +50,7 @@ class Primary {
     this.s = settings;
     this.log = log;
     this.exit = exit;
-    this.listen = parseListen(settings.listen);
+    this.listen = settings.endpoint;
     this.bound = []; // per slot for per-worker, else one entry
     this.rrSocket = null; // round-robin: the socket Node's cluster bound, as we last saw it
     this.slots = Array.from({ length: settings.workers }, (_, i) => ({ n: i + 1, current: null, timer: null }));
@@ -94,7 +94,7 @@ class Primary {
     if (s.strategy === 'round-robin') {
       // Node's cluster binds the path when the first worker listens, in this
       // process: the umask gives the socket its mode from the first moment.
-      process.umask(0o777 & ~parseMode(s.socketMode));
+      process.umask(0o777 & ~s.modeBits);
       return;
     }
     for (const p of paths) {
@@ -118,7 +118,7 @@ class Primary {
       return;
     }
     const gid = sock.resolveGroup(this.s.socketGroup);
-    const mode = parseMode(this.s.socketMode);
+    const mode = this.s.modeBits;
     if (this.rrSocket && sock.sameFile(sock.identity(p), this.rrSocket) && (gid === null || st.gid === gid)) return;
     if (gid !== null && st.gid !== gid) fs.chownSync(p, -1, gid);
     if ((st.mode & 0o777) !== mode) fs.chmodSync(p, mode);

@@ -5,7 +5,7 @@
 // group exists, its mode is one a socket can have.
 
 const path = require('node:path');
-const { parseListen, parseMode, socketPaths } = require('./settings');
+const { endpointOf, parseMode, socketPaths } = require('./settings');
 const sock = require('./socket');
 const { ListenError } = require('./errors');
 
@@ -28,7 +28,7 @@ function problems(settings) {
       }
     });
   }
-  if (parseListen(settings.listen).kind === 'unix') {
+  if (endpointOf(settings).kind === 'unix') {
     const paths = socketPaths(settings);
     attempt(() => sock.checkDirectory(paths[0]));
     for (const p of paths) attempt(() => sock.checkPathLength(p));

@@ -70,8 +70,17 @@ function parseMode(value) {
   return mode;
 }
 
-/** Validate and normalise a settings object; returns a new object. */
+/**
+ * Validate and normalise a settings object; returns a new object, with the
+ * listen address parsed once into `endpoint` ({kind, path | host, port | fd,
+ * text}) and the socket mode into `modeBits` (both not enumerable, so the
+ * object's JSON is unchanged). A normalised
+ * object is returned as it is: the runner normalises once, at its boundary
+ * (the CLI's flags and vars, or the file it reads, or the primary's JSON in a
+ * worker), and hands the values on.
+ */
 function normalize(input) {
+  if (NORMALIZED.has(input)) return input;
   if (!input || typeof input !== 'object' || Array.isArray(input)) {
     throw new SettingsError('settings must be a JSON object (see app/settings.json.j2)');
   }
@@ -100,8 +109,9 @@ function normalize(input) {
   if (s.requestTimeoutMs !== 0 && s.requestTimeoutMs < s.headersTimeoutMs) {
     throw new SettingsError(`requestTimeoutMs=${s.requestTimeoutMs} must be at least headersTimeoutMs=${s.headersTimeoutMs} (Node refuses otherwise)`);
   }
-  s.listen = parseListen(s.listen).text;
   const listen = parseListen(s.listen);
+  s.listen = listen.text;
+  Object.defineProperty(s, 'endpoint', { value: listen, enumerable: false });
   if (listen.kind === 'fd' && s.strategy !== 'shared') {
     throw new SettingsError(`listen ${listen.text} (an inherited socket) works with strategy shared only, not ${s.strategy}`);
   }
@@ -109,11 +119,19 @@ function normalize(input) {
     throw new SettingsError(`strategy per-worker needs a unix: listen (one socket per worker, PATH.N), not ${listen.text}`);
   }
   s.socketMode = String(s.socketMode);
-  parseMode(s.socketMode);
+  Object.defineProperty(s, 'modeBits', { value: parseMode(s.socketMode), enumerable: false });
   s.socketGroup = s.socketGroup == null ? '' : String(s.socketGroup);
   if (typeof s.module !== 'string') throw new SettingsError('module must be a path string ("" for the example app)');
   if (s.workers === 0) s.workers = availableCpus();
+  NORMALIZED.add(s);
   return s;
+}
+
+const NORMALIZED = new WeakSet();
+
+/** The parsed listen address of settings, normalised or not. */
+function endpointOf(settings) {
+  return settings.endpoint || parseListen(settings.listen);
 }
 
 function availableCpus() {
@@ -140,7 +158,7 @@ function readSettingsFile(file) {
 
 /** The socket paths a settings object binds (per-worker: PATH.1 .. PATH.N). */
 function socketPaths(settings) {
-  const listen = parseListen(settings.listen);
+  const listen = endpointOf(settings);
   if (listen.kind !== 'unix') return [];
   if (settings.strategy !== 'per-worker') return [listen.path];
   return Array.from({ length: settings.workers }, (_, i) => `${listen.path}.${i + 1}`);
@@ -152,6 +170,7 @@ module.exports = {
   FIELDS,
   SettingsError,
   parseListen,
+  endpointOf,
   parseMode,
   normalize,
   readSettingsFile,

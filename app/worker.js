@@ -17,7 +17,7 @@ const net = require('node:net');
 const { loadApp } = require('./load');
 const { MSG, PM2_READY } = require('./ipc');
 const { makeLogger, formatFor } = require('./log');
-const { normalize, readSettingsFile, parseListen } = require('./settings');
+const { normalize, readSettingsFile } = require('./settings');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -162,7 +162,7 @@ function listenOnHandle(srv, handle, backlog, address, onListening) {
 
 /** Listen the way a plain cluster worker does: the cluster primary binds and owns it. */
 function listenThroughPrimary(srv, s, onListening) {
-  const listen = parseListen(s.listen);
+  const listen = s.endpoint;
   srv.once('listening', onListening);
   if (listen.kind === 'unix') {
     let p = listen.path;

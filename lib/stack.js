@@ -223,7 +223,6 @@ async function startStack({
     fs.mkdirSync(path.dirname(files.appLog), { recursive: true });
     if (!detached) process.on('exit', onExit);
 
-    const appSettings = JSON.parse(fs.readFileSync(vars.tunekit_app_config_path, 'utf8'));
     const appOut = fs.openSync(files.appLog, 'a');
     app = spawn(process.execPath, [CLI, 'run', '--config', vars.tunekit_app_config_path], {
       cwd: ROOT,
@@ -256,7 +255,7 @@ async function startStack({
       profile,
       socketPath,
       sockets: ready.sockets || (socketPath ? [socketPath] : []),
-      appListen: appSettings.listen,
+      appListen: ready.listen, // as the runner bound it (its ready event)
       renderDir: dir,
       errorLogPath: vars.tunekit_nginx_error_log_path,
       accessLogPath: vars.tunekit_nginx_access_log_path,

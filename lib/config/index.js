@@ -81,13 +81,17 @@ function parseSet(pair) {
   return [key, value];
 }
 
-// A value typed on the command line, as Ansible's -e reads it: a string-valued
-// tunable keeps the text as typed ("1.0" stays "1.0", "0660" stays "0660"); others
-// take the YAML scalar (numbers, booleans), as `-e '{"k": 2}'` would give.
-function fromText(defaultValue, text) {
+// A value typed on the command line. A string-valued tunable keeps the text as
+// typed where its type takes it ("1.0" stays "1.0", "0660" stays "0660"); else
+// the YAML scalar (numbers, booleans) where the type takes that, as
+// `-e '{"k": 2}'` would give ("auto" or a number: 2 is the number).
+function fromText(type, defaultValue, text) {
   const [, v] = parseSet(`x=${text}`);
-  const keepText = typeof defaultValue === 'string' && !isTemplated(defaultValue) && typeof v !== 'string';
-  return keepText ? text : v;
+  if (typeof v === 'string' || !type) return v;
+  const textual = typeof defaultValue === 'string' && !isTemplated(defaultValue);
+  if (textual && types.mismatch(text, type) === null) return text;
+  if (types.mismatch(v, type) === null) return v;
+  return textual ? text : v;
 }
 
 /**
@@ -98,7 +102,7 @@ function fromText(defaultValue, text) {
 function checkFlagTypes(flags) {
   const defaults = loadDefaults();
   const typeOf = types.readTypes(defaultFiles());
-  const values = Object.fromEntries(flags.map((f) => [f.key, fromText(defaults[f.key], f.value)]));
+  const values = Object.fromEntries(flags.map((f) => [f.key, fromText(typeOf[f.key], defaults[f.key], f.value)]));
   refuseWrongTypes(flags.map((f) => f.key), values, typeOf, Object.fromEntries(flags.map((f) => [f.key, f.where])));
   return values;
 }
@@ -214,10 +218,10 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   }
   for (const pair of set) {
     const [k] = parseSet(pair);
-    apply(k, fromText(defaults[k], pair.slice(pair.indexOf('=') + 1)), `--set ${pair}`);
+    apply(k, fromText(typeOf[k], defaults[k], pair.slice(pair.indexOf('=') + 1)), `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
-  for (const f of flags) apply(f.key, fromText(defaults[f.key], f.value), f.where);
+  for (const f of flags) apply(f.key, fromText(typeOf[f.key], defaults[f.key], f.value), f.where);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
 
   // The values as given, then (once they are right) the ones derived from them.
