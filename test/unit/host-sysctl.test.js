@@ -186,3 +186,29 @@ test('every key of the drop-in template is commented with its scope and default'
     assert.match(b, /^# Default: /m, `default stated for ${b.split('\n').pop()}`);
   }
 });
+
+// The role copies only tunekit_sysctl_kit_files to the host (no node_modules,
+// nothing else of the kit): the command, its refusals included, runs from them.
+test('`tunekit sysctl apply` runs from the files the role copies to the host, and nothing else', (t) => {
+  const YAML = require('yaml');
+  const { tunekit_sysctl_kit_files: files } = YAML.parse(fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_sysctl/vars/main.yml'), 'utf8'));
+  const kit = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-kit-'));
+  t.after(() => fs.rmSync(kit, { recursive: true, force: true }));
+  for (const f of files) {
+    fs.mkdirSync(path.dirname(path.join(kit, f)), { recursive: true });
+    fs.copyFileSync(path.join(ROOT, f), path.join(kit, f));
+  }
+  const onHost = (args) => spawnSync(process.execPath, [path.join(kit, 'bin/tunekit.js'), 'sysctl', ...args], { encoding: 'utf8', cwd: kit });
+  const proc = fakeProc(t, { 'net.core.somaxconn': 128 });
+  const dropIn = path.join(proc, 'x.conf');
+  fs.writeFileSync(dropIn, 'net.core.somaxconn = 4096\n');
+  let r = onHost(['apply', dropIn, '--proc', proc, '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(read(proc, 'net.core.somaxconn'), '4096');
+  for (const args of [['apply', path.join(proc, 'missing.conf')], ['apply', dropIn, '--bogus']]) {
+    r = onHost(args);
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    assert.match(r.stderr, /^tunekit: /);
+  }
+});
