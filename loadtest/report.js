@@ -8,6 +8,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { cores } = require('./cpu');
 const { nginxVersion } = require('../lib/nginx');
+const { makeDirs } = require('../lib/files');
 const { toMarkdown } = require('./markdown');
 const { toHtml } = require('./html');
 

@@ -18,13 +18,15 @@ const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
 const { document, writeFile } = require('../../loadtest/report');
 const { profile, requireTools } = require('../../loadtest/profile/run');
-const { groupsOf } = require('../../loadtest/profile/target');
+const { groupsOf, deployedPids } = require('../../loadtest/profile/target');
+const { readSettingsFile } = require('../../app/settings');
 const { decide } = require('../../loadtest/profile/verdict');
 const { renderSvg } = require('../../loadtest/profile/flame');
 const { lines, toMarkdown, toHtml } = require('../../loadtest/profile/report');
 
 const HELP = `usage: tunekit profile --demo [options]
        tunekit profile --pid PID | --unit NAME [options]
+       tunekit profile --app-config FILE [--nginx-conf FILE] [options]
 
 Profile a live stack for --duration seconds per phase: req/s without a tracer,
 then perf record (cpu-clock, call stacks; JavaScript frames named through the
@@ -36,13 +38,17 @@ app-bound or transport-bound (the rule: loadtest/profile/verdict.js).
 --demo starts the kit's stack as \`tunekit demo\` does (workers with the perf map
 on), drives it through nginx on 127.0.0.1 and stops it. --pid / --unit attach to
 a running service of the kit's (the runner or an app worker, or an nginx master
-whose config tunekit rendered; anything else is refused); no load is sent, so
-figures are per second.
+whose config tunekit rendered; anything else is refused); --app-config finds a
+deployed stack as doctor reads it: the runner listening on that app.json's
+socket and the nginx of --nginx-conf (its pid file). No load is sent to a
+running service, so its figures are per second.
 
 options:
   --demo              start, load, profile and stop the local stack
   --pid PID           a running runner, app worker or nginx master (repeatable)
   --unit NAME         a systemd unit whose main process is one of those (repeatable)
+  --app-config FILE   a deployed app.json (e.g. /etc/tunekit-app/app.json): its runner, and
+  --nginx-conf FILE   the nginx of this config (default /etc/nginx/nginx.conf; skipped if not the kit's)
   --duration S        seconds per phase (default 3, 1 to 60)
   --connections N     --demo: concurrent client connections (default 50, 1 to 1000)
   --upstream KIND     --demo: ${choices('tunekit_upstream_kind').join(' | ')} (default: uds; tcp for stock)
@@ -65,6 +71,8 @@ function parse(argv) {
       demo: { type: 'boolean', default: false },
       pid: { type: 'string', multiple: true, default: [] },
       unit: { type: 'string', multiple: true, default: [] },
+      'app-config': { type: 'string' },
+      'nginx-conf': { type: 'string' },
       duration: { type: 'string', default: '3' },
       connections: { type: 'string', default: '50' },
       upstream: { type: 'string' },
@@ -141,8 +149,10 @@ async function main(argv) {
     console.log(HELP);
     return 0;
   }
-  const live = opts.pid.length + opts.unit.length;
-  if (opts.demo === Boolean(live)) throw new UsageError('give either --demo or --pid/--unit; see tunekit profile --help');
+  if (opts['nginx-conf'] && !opts['app-config']) throw new UsageError('--nginx-conf goes with --app-config; see tunekit profile --help');
+  const live = opts.pid.length + opts.unit.length + (opts['app-config'] ? 1 : 0);
+  if (opts.demo === Boolean(live)) throw new UsageError('give either --demo, or --pid/--unit/--app-config; see tunekit profile --help');
+  for (const name of ['app-config', 'nginx-conf']) if (opts[name]) inputFile(name, opts[name]);
   const duration = wholeNumber('duration', opts.duration, 1, 60);
   if (opts.module) inputFile('module', opts.module);
   for (const name of ['svg', 'json', 'md', 'html']) if (opts[name]) outputFile(name, opts[name]);
@@ -154,6 +164,16 @@ async function main(argv) {
       run = await profileDemo(opts, { duration, dir });
     } else {
       const pids = opts.pid.map((x) => wholeNumber('pid', x, 1, 2 ** 22));
+      if (opts['app-config']) {
+        // The app's own socket, from its app.json (nginx's upstreams may name others).
+        const { endpoint } = readSettingsFile(opts['app-config']);
+        const facts = await doctor.gather({
+          appConfig: opts['app-config'], nginxConf: opts['nginx-conf'], socket: endpoint.kind === 'unix' ? endpoint.path : null,
+        });
+        const found = deployedPids(facts, { nginxExplicit: Boolean(opts['nginx-conf']) });
+        for (const n of found.notes) console.log(`tunekit profile: ${n}`);
+        pids.push(...found.pids);
+      }
       const groups = groupsOf({ pids, units: opts.unit });
       console.log(`tunekit profile: nginx workers ${groups.nginx.join(' ') || 'none'}, app workers ${groups.app.join(' ') || 'none'} (no load sent: figures per second)`);
       const result = await profile({ groups, duration, dir });

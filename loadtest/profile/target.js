@@ -54,13 +54,45 @@ function unitPid(unit) {
   return pid;
 }
 
+/**
+ * A deployed stack as `tunekit doctor` reads it (lib/doctor.js gather(): the
+ * app.json, nginx's config and pid file, the listening sockets): the processes
+ * listening on the app's sockets (the runner's primary when it is among them)
+ * and nginx's master. { pids, notes }: what was found, and what was left out.
+ */
+function deployedPids(facts, { nginxExplicit = false } = {}) {
+  const notes = [];
+  const listening = [...new Set(facts.sockets.flatMap((s) => s.pids || []))];
+  const listen = facts.app && facts.app.settings && facts.app.settings.listen;
+  if (typeof listen === 'string' && listen.startsWith('tcp:')) {
+    const [, port] = /:(\d+)$/.exec(listen) || [];
+    for (const l of facts.listeners || []) if (l.kind === 'tcp' && port && l.local.endsWith(`:${port}`)) listening.push(...l.pids);
+  }
+  const primaries = listening.filter((p) => RUNNER.test(cmdline(p)));
+  const pids = primaries.length ? primaries : listening;
+  if (!pids.length) notes.push('no process listens on the app\'s socket: is the app running?');
+  const master = facts.nginx && facts.nginx.masterPid;
+  if (master) {
+    try {
+      identify(master);
+      pids.push(master);
+    } catch (err) {
+      if (nginxExplicit) throw err;
+      notes.push(`nginx left out: ${err.message}`);
+    }
+  } else {
+    notes.push('nginx left out: no running nginx master for its config (pass --nginx-conf PATH)');
+  }
+  return { pids: [...new Set(pids)], notes };
+}
+
 // Pids and units -> { nginx: [workers], app: [workers], found: [...] }.
 function groupsOf({ pids = [], units = [] }) {
   const found = [...pids, ...units.map(unitPid)].map(identify);
   const groups = { nginx: [], app: [] };
-  for (const f of found) groups[f.kind].push(...f.workers);
+  for (const f of found) for (const w of f.workers) if (!groups[f.kind].includes(w)) groups[f.kind].push(w);
   if (!groups.nginx.length && !groups.app.length) throw new ProfileError('no worker processes found to profile');
   return { ...groups, found };
 }
 
-module.exports = { identify, groupsOf, RENDERED_MARK };
+module.exports = { identify, groupsOf, deployedPids, RENDERED_MARK };

@@ -151,3 +151,23 @@ test('refuses a foreign pid, and a missing perf with the command that installs i
   assert.equal(noStrace.code, 2, noStrace.out);
   assert.match(noStrace.stderr, /not found .*install it with: apt-get install -y (linux-perf|strace)/);
 });
+
+test('--app-config finds the deployed runner from its app.json, as doctor reads it', async (t) => {
+  const dir = H.tmpDir(t);
+  const sock = path.join(dir, 'a.sock');
+  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, workers: 2, spareWorkers: 0 });
+  const runner = H.start(t, { args: ['--config', cfg] });
+  await runner.ready();
+  const workers = [...runner.workerPids];
+  const r = await profile(t, ['--app-config', cfg, '--duration', '1']);
+  assert.equal(r.code, 0, r.out);
+  // The primary and both workers, each once (they all hold the listening socket).
+  const line = /app workers ([\d ]+)/.exec(r.stdout);
+  assert.ok(line, r.out);
+  assert.deepEqual(line[1].trim().split(' ').map(Number).sort(), [runner.pid, ...workers].sort());
+  assert.match(r.stdout, /nginx left out: /);
+  for (const p of [runner.pid, ...workers]) assert.equal(tracerPid(p), 0, `pid ${p} still traced`);
+  const missing = await profile(t, ['--app-config', path.join(dir, 'missing.json'), '--duration', '1']);
+  assert.equal(missing.code, 2, missing.out);
+  assert.match(missing.stderr, /^tunekit: --app-config \S+missing\.json: no such file/);
+});
