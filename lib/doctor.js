@@ -22,8 +22,6 @@ const { findNginx } = require('./nginx');
 const config = require('./config');
 const { UsageError } = require('./errors');
 
-const NODE_KEEPALIVE_DEFAULT_MS = 5000;
-const NODE_HEADERS_DEFAULT_MS = 60000;
 const NGINX_UPSTREAM_KEEPALIVE_TIMEOUT_DEFAULT_S = 60;
 const LISTEN_BACKLOG_DEFAULT = 511;
 

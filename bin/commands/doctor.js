@@ -2,7 +2,6 @@
 // tunekit doctor: audit a live host across layers (see lib/doctor.js).
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
-const { UsageError } = require('../../lib/errors');
 const { parseCommandLine } = require('../../lib/args');
 const doctor = require('../../lib/doctor');
 

@@ -5,7 +5,6 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { parseOutput } = require('../../loadtest/wrk');
 const report = require('../../loadtest/report');

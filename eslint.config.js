@@ -1,0 +1,27 @@
+'use strict';
+// The one lint the tests run (test/unit/lint.test.js): names that are not
+// defined (a require() left out) and imports no one uses. Style is left to the
+// code's own consistency, not to a rule set.
+
+const NODE_GLOBALS = [
+  'require', 'module', 'exports', 'process', '__dirname', '__filename', 'console', 'Buffer', 'URL', 'URLSearchParams',
+  'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'clearImmediate', 'queueMicrotask',
+  'fetch', 'AbortController', 'AbortSignal', 'TextDecoder', 'TextEncoder', 'performance', 'structuredClone',
+  'SharedArrayBuffer', 'Atomics', 'globalThis', 'WebSocket', 'Response', 'Request', 'Headers',
+];
+
+module.exports = [
+  { ignores: ['node_modules/**', '.venv/**', 'docs/**', 'test/fixtures/ansible/dir-app/vendor/**'] },
+  {
+    files: ['**/*.js'],
+    languageOptions: {
+      sourceType: 'commonjs',
+      ecmaVersion: 2023,
+      globals: Object.fromEntries(NODE_GLOBALS.map((g) => [g, 'readonly'])),
+    },
+    rules: {
+      'no-undef': 'error',
+      'no-unused-vars': ['error', { args: 'none', caughtErrors: 'none' }],
+    },
+  },
+];
