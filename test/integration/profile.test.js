@@ -171,3 +171,32 @@ test('--app-config finds the deployed runner from its app.json, as doctor reads 
   assert.equal(missing.code, 2, missing.out);
   assert.match(missing.stderr, /^tunekit: --app-config \S+missing\.json: no such file/);
 });
+
+// systemd is not PID 1 on the test machine, so `systemctl` is a stand-in that
+// answers `systemctl show -p MainPID --value UNIT` as systemd does: the main
+// pid of a running unit, 0 for a unit that is not running.
+test('--unit finds the main process the way systemctl reports it; a unit with none is refused', async (t) => {
+  const dir = H.tmpDir(t);
+  const sock = path.join(dir, 'a.sock');
+  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, workers: 1, spareWorkers: 0 });
+  const runner = H.start(t, { args: ['--config', cfg] });
+  await runner.ready();
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  fs.writeFileSync(path.join(bin, 'systemctl'), [
+    '#!/bin/sh',
+    `[ "$*" = "show -p MainPID --value tunekit-test.service" ] && { echo ${runner.pid}; exit 0; }`,
+    '[ "$1" = show ] && { echo 0; exit 0; }',
+    'exit 1',
+    '',
+  ].join('\n'), { mode: 0o755 });
+  const env = { PATH: `${bin}:${process.env.PATH}` };
+  const r = await profile(t, ['--unit', 'tunekit-test.service', '--duration', '1'], { env });
+  assert.equal(r.code, 0, r.out);
+  const line = /app workers ([\d ]+)/.exec(r.stdout);
+  assert.ok(line, r.out);
+  assert.deepEqual(line[1].trim().split(' ').map(Number).sort(), [runner.pid, ...runner.workerPids].sort());
+  const stopped = await profile(t, ['--unit', 'stopped.service', '--duration', '1'], { env });
+  assert.equal(stopped.code, 2, stopped.out);
+  assert.match(stopped.stderr, /^tunekit: systemd unit stopped\.service has no running main process/);
+});
