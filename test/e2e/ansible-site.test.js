@@ -116,6 +116,10 @@ test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, asyn
       assert.equal(await sh(h, `stat -c '%G %a' ${vars.tunekit_socket_dir}`), `${vars.tunekit_socket_group} 750`);
       assert.match(await sh(h, `id -nG ${vars.tunekit_nginx_user}`), new RegExp(`\\b${vars.tunekit_socket_group}\\b`));
 
+      // Profiling tools only on request (tunekit_install_profiling_tools, off by default).
+      assert.equal(vars.tunekit_install_profiling_tools, false);
+      assert.equal(await sh(h, 'command -v perf strace || true'), '', 'perf or strace installed without being asked for');
+
       // Process limits as systemd applied them. The units ask for the defined
       // values; a process gets min(asked, the hard ceiling its container inherited
       // from the machine running the test), since a container cannot raise its
