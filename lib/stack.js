@@ -19,6 +19,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
+const https = require('node:https');
 const { spawn } = require('node:child_process');
 const config = require('./config');
 const { freePort, alive, cmdline, childrenOf, readPid, signal } = require('./proc');
@@ -48,10 +49,11 @@ async function waitGone(pids, ms) {
   return !pids.some(alive);
 }
 
-/** One GET; resolves {status, body} or rejects on a connection error. */
-function get(url, timeoutMs = 5000) {
+/** One GET (https: trusting `ca`); resolves {status, body} or rejects on a connection error. */
+function get(url, timeoutMs = 5000, ca = null) {
   return new Promise((resolve, reject) => {
-    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
+    const client = url.startsWith('https:') ? https : http;
+    const req = client.get(url, { agent: false, timeout: timeoutMs, ...(ca && { ca: fs.readFileSync(ca) }) }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => { body += d; });
@@ -131,7 +133,7 @@ async function waitForReady(child, files, timeoutMs) {
   throw new StackError(`the app printed no "ready" line within ${timeoutMs} ms:\n${tail(files.appLog)}`);
 }
 
-async function waitForNginx(child, url, files, errorLog, timeoutMs) {
+async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
   const deadline = Date.now() + timeoutMs;
   let exited = null;
   child.once('exit', (code, sig) => { exited = { code, sig }; });
@@ -141,7 +143,7 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs) {
       throw new StackError(`nginx exited (code ${exited.code}, signal ${exited.sig}) at start:\n${tail(files.nginxStderr)}\n${tail(errorLog)}`);
     }
     try {
-      const r = await get(url, 2000);
+      const r = await get(url, 2000, ca);
       if (r.status === 200) return;
       last = `HTTP ${r.status}`;
     } catch (err) {
@@ -162,6 +164,8 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs) {
  * @param {string[]} [o.set]           extra key=value, applied last
  * @param {string[]} [o.varsFiles]     extra variable files
  * @param {number} [o.port=0]          nginx's port on 127.0.0.1; 0 picks a free one
+ * @param {boolean} [o.tls=false]      the HTTPS front on a second free port, with a throwaway
+ *                                     certificate from a local CA (stack.ca); the plain port redirects
  * @param {object} [o.env]             extra environment for the app
  * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
  */
@@ -173,6 +177,7 @@ async function startStack({
   set = [],
   varsFiles = [],
   port = 0,
+  tls = false,
   env = {},
   detached = false,
 } = {}) {
@@ -187,6 +192,8 @@ async function startStack({
     `tunekit_nginx_listen_port=${nginxPort}`,
   ];
   if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
+  const tlsPort = tls ? await freePort() : null;
+  if (tls) sets.push('tunekit_nginx_tls=true', `tunekit_nginx_tls_port=${tlsPort}`);
   if (module) sets.push(`tunekit_app_module=${path.resolve(module)}`);
   const hostVars = config.resolve({
     varsFiles: [...(profile === 'stock' ? [STOCK_PROFILE] : []), ...varsFiles],
@@ -240,8 +247,10 @@ async function startStack({
       detached,
     });
     fs.closeSync(nginxErr);
-    const url = `http://127.0.0.1:${nginxPort}/`;
-    await waitForNginx(nginx, url, files, vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS);
+    const url = tls ? `https://127.0.0.1:${tlsPort}/` : `http://127.0.0.1:${nginxPort}/`;
+    // The throwaway CA the render made beside the leaf (lib/render.js, lib/tls.js).
+    const ca = tls ? path.join(path.dirname(vars.tunekit_nginx_tls_certificate), 'ca.pem') : null;
+    await waitForNginx(nginx, url, files, vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS, ca);
     if (detached) {
       app.unref();
       nginx.unref();
@@ -251,6 +260,8 @@ async function startStack({
     return {
       url,
       port: nginxPort,
+      tlsPort,
+      ca,
       upstream: kind,
       profile,
       socketPath,

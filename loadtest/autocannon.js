@@ -19,9 +19,12 @@ function split(total, parts) {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
 }
 
-function runChild(opts, onTick) {
+// ca: a CA file the generator trusts for https URLs (Node reads
+// NODE_EXTRA_CA_CERTS at start, on top of its own roots).
+function runChild(opts, onTick, ca = null) {
   return new Promise((resolve, reject) => {
-    const child = fork(CHILD, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    const env = ca ? { ...process.env, NODE_EXTRA_CA_CERTS: ca } : process.env;
+    const child = fork(CHILD, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [], env });
     let result = null;
     // Bounded: a generator that outlives its duration by 30 s is killed.
     const guard = setTimeout(() => child.kill('SIGKILL'), (opts.duration + opts.timeoutS + 30) * 1000);
@@ -51,7 +54,7 @@ function mergeKinds(maps) {
 // spread over `procs` processes; `rate` (req/s, optional) is autocannon's own
 // per-second budget (-R), which sends in bursts. Returns a driver result
 // (see README.md, "Result").
-async function runAutocannon({ url, socketPath = null, connections, duration, rate = 0, procs = 1, timeoutS = 10, workerShare = true, onProgress = () => {} }) {
+async function runAutocannon({ url, ca = null, socketPath = null, connections, duration, rate = 0, procs = 1, timeoutS = 10, workerShare = true, onProgress = () => {} }) {
   const n = Math.max(1, Math.min(procs, connections));
   const conns = split(connections, n);
   const rates = rate ? split(rate, n) : conns.map(() => 0);
@@ -66,7 +69,7 @@ async function runAutocannon({ url, socketPath = null, connections, duration, ra
   };
   const parts = await Promise.all(conns.map((c, i) => runChild({
     url, socketPath, connections: c, duration, rate: rates[i], timeoutS, workerShare,
-  }, onTick)));
+  }, onTick, ca)));
 
   const histogram = H.merge(parts.map((p) => H.decode(p.histogram)));
   const sum = (k) => parts.reduce((a, p) => a + p[k], 0);

@@ -36,6 +36,9 @@ function allPids(p) {
 
 async function drive(target, o) {
   const common = { connections: o.connections, duration: o.duration, timeoutS: o.timeoutS, onProgress: o.onProgress };
+  if (target.ca && (o.mode === 'paced' || o.driver === 'wrk')) {
+    throw new UsageError(`${target.url}: over HTTPS only the autocannon driver runs here (it trusts the stack's CA); drop --driver wrk and --paced`);
+  }
   if (o.mode === 'paced') {
     return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false });
   }
@@ -43,7 +46,7 @@ async function drive(target, o) {
     if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
     return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores() });
   }
-  return runAutocannon({ ...common, url: target.url, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });
+  return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });
 }
 
 function clientWarnings(mode, gen, extra) {

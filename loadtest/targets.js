@@ -20,6 +20,7 @@ function nginxTarget(name, stack, describe) {
   return {
     name,
     url: stack.url,
+    ca: stack.ca || null, // https: the CA the generators trust
     socketPath: null,
     pids: () => stack.pids(),
     appWorkers: () => appWorkers(stack),

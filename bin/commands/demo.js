@@ -1,11 +1,13 @@
 'use strict';
-// tunekit demo [--keep] [--upstream KIND] [--duration S] [--connections N]
+// tunekit demo [--keep] [--plain] [--upstream KIND] [--duration S] [--connections N]
 // tunekit demo --stop DIR
 //
-// Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (a free,
-// non-default port) and the cluster on a Unix domain socket, sends a short,
-// bounded burst through nginx (autocannon, timed per response in µs by the
-// kit's load-test harness), prints what happened, and stops
+// Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (free,
+// non-default ports: HTTPS with a throwaway certificate from a local CA, and
+// the plain port that redirects to it; --plain serves plain HTTP only) and the
+// cluster on a Unix domain socket, sends a short, bounded burst through nginx
+// (autocannon, timed per response in µs by the kit's load-test harness),
+// prints what happened and the curl line that trusts the CA, and stops
 // everything: no process, socket or temp dir is left. --keep leaves it running
 // and prints how to stop it.
 
@@ -24,16 +26,19 @@ const { int } = require('../../loadtest/format');
 const HELP = `usage: tunekit demo [options]
        tunekit demo --stop DIR
 
-Start nginx (127.0.0.1, a free port) in front of the Node cluster on a Unix
-domain socket, both rendered from the kit's templates into a temp dir; send a
-short burst through nginx; print the URL, the socket, the workers that answered,
-req/s and latency; stop and remove everything.
+Start nginx (127.0.0.1, free ports) in front of the Node cluster on a Unix
+domain socket, both rendered from the kit's templates into a temp dir. nginx
+serves HTTPS (TLS 1.2/1.3, HTTP/2) with a throwaway certificate from a local CA
+made for the demo; the plain port redirects to it. Send a short burst through
+nginx; print the URL, the curl line that trusts the CA, the socket, the workers
+that answered, req/s and latency; stop and remove everything.
 
 options:
   --upstream KIND     ${choices('tunekit_upstream_kind').join(' | ')} (default uds)
   --workers N         app workers (default 2)
   --duration S        burst length in seconds (default 3, at most 60)
   --connections N     concurrent client connections (default 20, at most 1000)
+  --plain             plain HTTP only (as behind a TLS load balancer)
   --keep              leave the stack running; prints how to stop it
   --stop DIR          stop a stack left running by --keep and remove DIR
   -h, --help          this text`;
@@ -47,6 +52,7 @@ function parse(argv) {
       duration: { type: 'string', default: '3' },
       connections: { type: 'string', default: '20' },
       keep: { type: 'boolean', default: false },
+      plain: { type: 'boolean', default: false },
       stop: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -90,7 +96,8 @@ async function main(argv) {
   const workers = wholeNumber('workers', opts.workers, 1, Math.max(64, os.availableParallelism()));
 
   console.log('tunekit demo: rendering the tuned config and starting nginx + the Node cluster ...');
-  const stack = await startStack({ upstream: opts.upstream, workers, detached: opts.keep });
+  const stack = await startStack({ upstream: opts.upstream, workers, detached: opts.keep, tls: !opts.plain });
+  const curl = stack.ca ? `curl --cacert ${stack.ca} ${stack.url}` : `curl ${stack.url}`;
   // Ctrl-C during the burst: stop the stack before leaving (a signal skips
   // 'exit' handlers, and the temp dir would stay).
   const interrupted = (sig) => {
@@ -104,6 +111,10 @@ async function main(argv) {
   try {
     pidsAtStart = stack.pids();
     console.log(`  url            ${stack.url}`);
+    if (stack.ca) {
+      console.log(`  tls            throwaway certificate from a local CA; port ${stack.port} redirects to HTTPS`);
+      console.log(`  try            ${curl}`);
+    }
     console.log(`  nginx          pid ${pidsAtStart.nginx[0]}, workers ${pidsAtStart.nginx.slice(1).join(' ')} (config ${path.join(stack.renderDir, 'etc/nginx/nginx.conf')})`);
     appWorkers = stack.ready.workers || pidsAtStart.app.slice(1);
     console.log(`  app            pid ${pidsAtStart.app[0]}, workers ${appWorkers.join(' ')} (listen ${stack.appListen})`);
@@ -130,7 +141,7 @@ async function main(argv) {
 
   if (opts.keep) {
     const p = stack.pids();
-    console.log('\nLeft running (--keep). Try: curl ' + stack.url);
+    console.log(`\nLeft running (--keep). Try: ${curl}`);
     console.log(`Audit it with:\n  node bin/tunekit.js doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
     console.log(`Stop it with:\n  node bin/tunekit.js demo --stop ${stack.renderDir}`);
     // rm only once both are gone: the app removes its own socket when it stops.

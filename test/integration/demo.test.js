@@ -47,8 +47,9 @@ test('npm run demo: reports URL, socket, workers, req/s, p50/p99 and leaves noth
   assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
   const out = r.stdout;
   const url = field(out, 'url');
-  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/);
-  assert.notEqual(new URL(url).port, '80');
+  assert.match(url, /^https:\/\/127\.0\.0\.1:\d+\/$/);
+  assert.notEqual(new URL(url).port, '443');
+  assert.match(field(out, 'try'), new RegExp(`^curl --cacert /tmp/tunekit-stack-\\w+/\\S+/ca\\.pem ${url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
   const socket = field(out, 'socket');
   assert.match(socket, /^\/tmp\/tunekit-stack-\w+\/run\/tunekit-app\/app\.sock$/);
   assert.match(field(out, 'app'), new RegExp(`listen unix:${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
@@ -86,8 +87,10 @@ test('tunekit demo --keep leaves it running; the printed stop command removes ev
   const pids = pidsIn(r.stdout);
   t.after(() => spawnSync(process.execPath, [CLI, 'demo', '--stop', dir]));
   assert.ok([...pids.nginx, ...pids.app].every(alive), 'still running after the demo returned');
-  const res = await fetch(field(r.stdout, 'url'));
-  assert.equal(res.status, 200);
+  // The printed curl line trusts the throwaway CA and gets the app's answer over HTTPS.
+  const curl = spawnSync('sh', ['-c', `${field(r.stdout, 'try')} --silent --show-error --http2`], { encoding: 'utf8' });
+  assert.equal(curl.status, 0, curl.stderr);
+  assert.equal(JSON.parse(curl.stdout).ok, true);
   // The doctor line it prints audits this very stack.
   const audit = r.stdout.match(/^Audit it with:\n {2}node bin\/tunekit\.js (doctor .*)$/m)[1].split(' ');
   const d = spawnSync(process.execPath, [CLI, ...audit], { encoding: 'utf8', cwd: ROOT });
@@ -114,4 +117,12 @@ test('the by-hand stop command printed by --keep works too', { timeout: 150_000 
   assert.equal(s.status, 0, s.stderr);
   assert.deepEqual([...pids.nginx, ...pids.app].filter(alive), []);
   assert.equal(fs.existsSync(dir), false);
+});
+
+test('tunekit demo --plain serves plain HTTP (as behind a TLS load balancer)', { timeout: 150_000 }, async (t) => {
+  const r = await run(['demo', '--plain', '--duration', '1', '--connections', '4'], t);
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  assert.match(field(r.stdout, 'url'), /^http:\/\/127\.0\.0\.1:\d+\/$/);
+  assert.doesNotMatch(r.stdout, /^ {2}try /m);
+  assert.match(field(r.stdout, 'requests'), /^\d+ \(0 non-2xx, 0 errors, 0 timeouts\)$/);
 });
