@@ -57,6 +57,7 @@ const LOADTEST = {
   url: { type: 'string', help: 'drive an existing deployment (no local stack), e.g. http://10.0.0.5/' },
   socket: { type: 'string', help: 'drive an existing Unix socket (no local stack)' },
   'error-log': { type: 'string', help: 'nginx error.log to watch for an existing deployment' },
+  https: { type: 'boolean', help: 'the local stack serves HTTPS (a throwaway CA the generators trust); autocannon only' },
 };
 
 const BENCH = {

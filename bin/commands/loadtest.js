@@ -51,6 +51,12 @@ async function main(argv) {
     return 0;
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.https && (o.url || o.socket)) {
+    throw new UsageError('--https starts the local stack on HTTPS; for a deployment give an https:// --url');
+  }
+  if (o.https && (o.driver === 'wrk' || o.rate)) {
+    throw new UsageError('--https runs with the autocannon driver, in saturation (it trusts the throwaway CA); drop --driver wrk and --rate');
+  }
   if (o.errorLog && !o.url && !o.socket) {
     throw new UsageError('--error-log watches the error log of a deployment given with --url or --socket; the local stack watches its own');
   }

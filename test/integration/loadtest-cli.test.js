@@ -66,6 +66,24 @@ for (const upstream of ['uds', 'tcp']) {
   });
 }
 
+test('loadtest --https: the local stack over HTTPS, its throwaway CA trusted, every request answered', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-cli-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const json = path.join(dir, 'out.json');
+  const r = await tunekit(['loadtest', '--https', '--duration', '2', '--connections', '8', '--json', json, '--no-progress']);
+  assert.equal(r.code, 0, `exit ${r.code} ${r.signal || ''}\n${r.stderr}`);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  const res = doc.results[0];
+  assert.equal(res.scenario, 'uds-https');
+  assert.match(doc.stack.url, /^https:\/\/127\.0\.0\.1:\d+\/$/);
+  assert.ok(res.requests.ok > 0);
+  assert.equal(res.requests.errors + res.requests.timeouts + res.requests.non2xx, 0, r.stdout);
+  assert.deepEqual([...res.server.pids.nginx, ...res.server.pids.app].filter(alive), [], 'no process left running');
+  const wrk = await tunekit(['loadtest', '--https', '--driver', 'wrk']);
+  assert.equal(wrk.code, 2);
+  assert.match(wrk.stderr, /^tunekit: --https runs with the autocannon driver/);
+});
+
 test('loadtest --url --rate: a paced run beside an autocannon -R run, rate kept within 2%', async (t) => {
   const fx = await startFixture({ workers: 2 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-cli-'));
