@@ -86,9 +86,14 @@ function textForNative(value, type) {
   return a ? NATIVE[a.kind] : null;
 }
 
-function textHint(key, value, type, want) {
-  return `${key}="${value}" is text where ${type.spec} wants ${want}: write it without quotes in YAML; ` +
-    `ansible-playbook -e key=value always passes text, so give it as JSON: -e '{"${key}": ${String(unquoted(value))}}'`;
+/**
+ * The refusal of text where a number or bool belongs. `from`: " (from WHERE)"
+ * or ""; `json`: the value as JSON would carry it (the template passes a
+ * Jinja expression).
+ */
+function textHint({ key, value, type, want, from = '', json }) {
+  return `${key}="${value}"${from} is text where ${type.spec} wants ${want}: write it without quotes in YAML; ` +
+    `ansible-playbook -e key=value always passes text, so give it as JSON: -e '{"${key}": ${json}}'`;
 }
 
 function intText(a) {
@@ -171,7 +176,7 @@ function problem(key, value, type, where) {
   const want = mismatch(value, type);
   if (want === null) return null;
   const text = textForNative(value, type);
-  if (text) return textHint(key, value, type, text).replace(' is text where', ` (from ${where}) is text where`);
+  if (text) return textHint({ key, value, type, want: text, from: ` (from ${where})`, json: String(unquoted(value)) });
   return `${key}=${show(value) === '' ? '""' : show(value)} (from ${where}) is not ${type.spec}: expected ${want}`;
 }
 
@@ -205,7 +210,7 @@ function jinjaCheck(key, type) {
     // Text that would be right unquoted: say so, and how to pass it.
     lines.push(`{% if (${key} is string) and (${native.map((a) => jinjaTest(key, a, { text: true })).join(' or ')}) %}`);
     const example = native[0].kind === 'bool' ? `{{ ${key} | lower }}` : `{{ ${key} }}`;
-    lines.push(textHint(key, `{{ ${key} }}`, type, NATIVE[native[0].kind]).replace(/: -e '.*$/, `: -e '{"${key}": ${example}}'`));
+    lines.push(textHint({ key, value: `{{ ${key} }}`, type, want: NATIVE[native[0].kind], json: example }));
     lines.push('{% else %}');
     lines.push(`${key}={{ ${key} }} is not ${type.spec}: expected ${expected(type)}`);
     lines.push('{% endif %}');
