@@ -48,6 +48,18 @@ function httpGet(opts) {
 async function setUp(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-pm2-'));
   const pm2Home = path.join(dir, 'pm2-home');
+  const env = { ...process.env, PM2_HOME: pm2Home };
+  delete env.TUNEKIT_CONFIG;
+  const ctx = { dir, env, pm2Home, nginx: null };
+  // Registered first: a set-up that fails half-way leaves nothing behind either.
+  t.after(async () => {
+    if (ctx.nginx && ctx.nginx.exitCode === null) {
+      ctx.nginx.kill('SIGTERM');
+      await new Promise((r) => { ctx.nginx.once('exit', r); setTimeout(r, 5000); });
+    }
+    await run(PM2, ['kill'], { env, timeout: 30000 }).catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
   fs.mkdirSync(pm2Home);
   const port = await freePort();
   const vars = config.resolve({
@@ -70,17 +82,7 @@ async function setUp(t) {
   const sockDir = pv.tunekit_socket_dir;
   fs.chownSync(sockDir, -1, 65534);
   fs.chmodSync(sockDir, 0o2750);
-  const env = { ...process.env, PM2_HOME: pm2Home };
-  delete env.TUNEKIT_CONFIG;
-  const ctx = { dir, port, vars, pv, env, pm2Home, eco: path.join(pv.tunekit_app_install_dir, 'ecosystem.config.js'), nginx: null };
-  t.after(async () => {
-    if (ctx.nginx && ctx.nginx.exitCode === null) {
-      ctx.nginx.kill('SIGTERM');
-      await new Promise((r) => { ctx.nginx.once('exit', r); setTimeout(r, 5000); });
-    }
-    await run(PM2, ['kill'], { env, timeout: 30000 }).catch(() => {});
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  Object.assign(ctx, { port, vars, pv, eco: path.join(pv.tunekit_app_install_dir, 'ecosystem.config.js') });
   return ctx;
 }
 
