@@ -8,6 +8,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const { UsageError } = require('./errors');
+const { reason } = require('./files');
 
 const NEGATIVE_NUMBER = /^-\d+(\.\d+)?$/;
 
@@ -61,7 +62,7 @@ function inputFile(name, value) {
   try {
     st = fs.statSync(value);
   } catch (err) {
-    throw new UsageError(`--${name} ${value}: ${err.code === 'ENOENT' ? 'no such file' : err.code}; give the path of an existing file`);
+    throw new UsageError(`--${name} ${value}: ${reason(err)}; give the path of an existing file`);
   }
   if (!st.isFile()) throw new UsageError(`--${name} ${value}: not a regular file; give the path of a file`);
   return value;

@@ -170,7 +170,7 @@ async function main(argv) {
         const facts = await doctor.gather({
           appConfig: opts['app-config'], nginxConf: opts['nginx-conf'], socket: endpoint.kind === 'unix' ? endpoint.path : null,
         });
-        const found = deployedPids(facts, { nginxExplicit: Boolean(opts['nginx-conf']) });
+        const found = deployedPids(facts, { endpoint, nginxExplicit: Boolean(opts['nginx-conf']) });
         for (const n of found.notes) console.log(`tunekit profile: ${n}`);
         pids.push(...found.pids);
       }

@@ -58,15 +58,14 @@ function unitPid(unit) {
  * A deployed stack as `tunekit doctor` reads it (lib/doctor.js gather(): the
  * app.json, nginx's config and pid file, the listening sockets): the processes
  * listening on the app's sockets (the runner's primary when it is among them)
- * and nginx's master. { pids, notes }: what was found, and what was left out.
+ * and nginx's master. `endpoint`: the app.json's parsed listen address
+ * (app/settings.js). { pids, notes }: what was found, and what was left out.
  */
-function deployedPids(facts, { nginxExplicit = false } = {}) {
+function deployedPids(facts, { endpoint, nginxExplicit = false }) {
   const notes = [];
   const listening = [...new Set(facts.sockets.flatMap((s) => s.pids || []))];
-  const listen = facts.app && facts.app.settings && facts.app.settings.listen;
-  if (typeof listen === 'string' && listen.startsWith('tcp:')) {
-    const [, port] = /:(\d+)$/.exec(listen) || [];
-    for (const l of facts.listeners || []) if (l.kind === 'tcp' && port && l.local.endsWith(`:${port}`)) listening.push(...l.pids);
+  if (endpoint.kind === 'tcp') {
+    for (const l of facts.listeners || []) if (l.kind === 'tcp' && l.local.endsWith(`:${endpoint.port}`)) listening.push(...l.pids);
   }
   const primaries = listening.filter((p) => RUNNER.test(cmdline(p)));
   const pids = primaries.length ? primaries : listening;

@@ -121,12 +121,25 @@ test('a Unix socket with a tiny accept queue under a burst: queue-bound, with th
   assert.match(res.verdict.evidence.join('\n'), /accept queue of \S+app\.sock full: Recv-Q reached \d+ of a backlog of 4/);
 });
 
-test('--pid on a running runner: stops by itself, leaves no tracer attached and no tracer process', async (t) => {
+/** A runner from its own app.json on a socket in a temp dir, ready: { dir, sock, cfg, runner }. */
+async function startRunner(t, settings) {
   const dir = H.tmpDir(t);
   const sock = path.join(dir, 'a.sock');
-  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, workers: 1, spareWorkers: 0, perfMap: true });
+  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, spareWorkers: 0, ...settings });
   const runner = H.start(t, { args: ['--config', cfg] });
   await runner.ready();
+  return { dir, sock, cfg, runner };
+}
+
+/** The app pids a profile run says it traced, sorted. */
+function appPidsTraced(r) {
+  const line = /app workers ([\d ]+)/.exec(r.stdout);
+  assert.ok(line, r.out);
+  return line[1].trim().split(' ').map(Number).sort();
+}
+
+test('--pid on a running runner: stops by itself, leaves no tracer attached and no tracer process', async (t) => {
+  const { sock, runner } = await startRunner(t, { workers: 1, perfMap: true });
   const workers = [...runner.workerPids];
   assert.equal(workers.length, 1);
   t.after(() => fs.rmSync(path.join(os.tmpdir(), `perf-${workers[0]}.map`), { force: true }));
@@ -153,18 +166,12 @@ test('refuses a foreign pid, and a missing perf with the command that installs i
 });
 
 test('--app-config finds the deployed runner from its app.json, as doctor reads it', async (t) => {
-  const dir = H.tmpDir(t);
-  const sock = path.join(dir, 'a.sock');
-  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, workers: 2, spareWorkers: 0 });
-  const runner = H.start(t, { args: ['--config', cfg] });
-  await runner.ready();
+  const { dir, cfg, runner } = await startRunner(t, { workers: 2 });
   const workers = [...runner.workerPids];
   const r = await profile(t, ['--app-config', cfg, '--duration', '1']);
   assert.equal(r.code, 0, r.out);
   // The primary and both workers, each once (they all hold the listening socket).
-  const line = /app workers ([\d ]+)/.exec(r.stdout);
-  assert.ok(line, r.out);
-  assert.deepEqual(line[1].trim().split(' ').map(Number).sort(), [runner.pid, ...workers].sort());
+  assert.deepEqual(appPidsTraced(r), [runner.pid, ...workers].sort());
   assert.match(r.stdout, /nginx left out: /);
   for (const p of [runner.pid, ...workers]) assert.equal(tracerPid(p), 0, `pid ${p} still traced`);
   const missing = await profile(t, ['--app-config', path.join(dir, 'missing.json'), '--duration', '1']);
@@ -176,11 +183,7 @@ test('--app-config finds the deployed runner from its app.json, as doctor reads 
 // answers `systemctl show -p MainPID --value UNIT` as systemd does: the main
 // pid of a running unit, 0 for a unit that is not running.
 test('--unit finds the main process the way systemctl reports it; a unit with none is refused', async (t) => {
-  const dir = H.tmpDir(t);
-  const sock = path.join(dir, 'a.sock');
-  const cfg = H.writeConfig(dir, { listen: `unix:${sock}`, workers: 1, spareWorkers: 0 });
-  const runner = H.start(t, { args: ['--config', cfg] });
-  await runner.ready();
+  const { dir, runner } = await startRunner(t, { workers: 1 });
   const bin = path.join(dir, 'bin');
   fs.mkdirSync(bin);
   fs.writeFileSync(path.join(bin, 'systemctl'), [
@@ -193,9 +196,7 @@ test('--unit finds the main process the way systemctl reports it; a unit with no
   const env = { PATH: `${bin}:${process.env.PATH}` };
   const r = await profile(t, ['--unit', 'tunekit-test.service', '--duration', '1'], { env });
   assert.equal(r.code, 0, r.out);
-  const line = /app workers ([\d ]+)/.exec(r.stdout);
-  assert.ok(line, r.out);
-  assert.deepEqual(line[1].trim().split(' ').map(Number).sort(), [runner.pid, ...runner.workerPids].sort());
+  assert.deepEqual(appPidsTraced(r), [runner.pid, ...runner.workerPids].sort());
   const stopped = await profile(t, ['--unit', 'stopped.service', '--duration', '1'], { env });
   assert.equal(stopped.code, 2, stopped.out);
   assert.match(stopped.stderr, /^tunekit: systemd unit stopped\.service has no running main process/);
