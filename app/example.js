@@ -5,10 +5,13 @@
 //                     server has them (what nginx's side must agree with)
 //   ?delay_ms=N     → answer after N ms (0..60000): a server with a known service
 //                     time for load tests, and a slow request for drain tests.
+//   ?items=N        → the body also carries N records (0..10000, about 80 bytes
+//                     each): a JSON API response big enough for gzip to matter.
 
 const cluster = require('node:cluster');
 
 const MAX_DELAY_MS = 60000;
+const MAX_ITEMS = 10000;
 
 function workerId() {
   return cluster.worker ? cluster.worker.id : 0;
@@ -29,8 +32,23 @@ function handler(req, res) {
     send(res, 400, { ok: false, error: `delay_ms must be 0..${MAX_DELAY_MS}` });
     return;
   }
+  const items = Number(url.searchParams.get('items') || 0);
+  if (!Number.isInteger(items) || items < 0 || items > MAX_ITEMS) {
+    send(res, 400, { ok: false, error: `items must be a whole number 0..${MAX_ITEMS}` });
+    return;
+  }
+  if (items > 0) body.items = records(items);
   if (delay > 0) setTimeout(send, delay, res, 200, body);
   else send(res, 200, body);
+}
+
+// Records shaped like an API listing: repetitive keys, varied values.
+function records(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    out.push({ id: i + 1, name: `item ${i + 1}`, price: ((i * 7919) % 10000) / 100, tags: ['kit', i % 2 ? 'odd' : 'even'], active: i % 3 !== 0 });
+  }
+  return out;
 }
 
 function send(res, status, body) {

@@ -20,7 +20,7 @@ const REQUIREMENTS = path.join(ROOT, 'requirements-dev.txt');
 // Debian packages per job: [binary that proves it is installed, package].
 const DEBIAN = {
   demo: [['/usr/sbin/nginx', 'nginx']],
-  bench: [['/usr/sbin/nginx', 'nginx'], ['/usr/bin/wrk', 'wrk']],
+  bench: [['/usr/sbin/nginx', 'nginx'], ['/usr/bin/wrk', 'wrk'], ['/usr/bin/h2load', 'nghttp2-client'], ['/usr/bin/openssl', 'openssl']],
   e2e: [
     ['/usr/sbin/nginx', 'nginx'],
     ['/usr/sbin/debootstrap', 'debootstrap'],

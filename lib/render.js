@@ -125,12 +125,12 @@ function templateError(src, err) {
  * certificate or key is missing under the tree, a throwaway leaf and the CA
  * that signed it (ca.pem, next to the certificate) are made there.
  */
-function throwawayCertificate(vars) {
+function throwawayCertificate(vars, algorithm) {
   const cert = vars.tunekit_nginx_tls_certificate;
   const key = vars.tunekit_nginx_tls_certificate_key;
   if (fs.existsSync(cert) && fs.existsSync(key)) return;
   const dir = path.dirname(cert);
-  tls.makeLeaf(dir, tls.makeCA(dir), { cert, key });
+  tls.makeLeaf(dir, tls.makeCA(dir), { cert, key }, { algorithm });
 }
 
 /**
@@ -201,9 +201,10 @@ function writeAtomic(file, content, mode) {
  * @param {boolean} [opts.prefix=false]  make the tree self-contained (see top)
  * @param {string[]} [opts.layers]  only these layers
  * @param {object[]} [opts.manifest]  entries to render instead of the manifest file's
+ * @param {'ec'|'rsa'} [opts.throwawayKey='ec']  key type of a throwaway certificate (prefixed TLS trees)
  * @returns {{files: string[], dirs: string[], vars: object}} absolute paths written, the values used
  */
-function render(vars, outDir, { prefix = false, layers = null, manifest = null } = {}) {
+function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec' } = {}) {
   const root = path.resolve(outDir);
   const contentVars = prefix ? prefixVars(vars, root) : vars;
   const rendered = renderAll(vars, { contentVars, layers, manifest });
@@ -222,7 +223,7 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null }
     if (contentVars.tunekit_nginx_tls) {
       makeDirs(contentVars.tunekit_nginx_acme_webroot);
       dirs.push(contentVars.tunekit_nginx_acme_webroot);
-      throwawayCertificate(contentVars);
+      throwawayCertificate(contentVars, throwawayKey);
     }
     // The socket's directory: searchable by the socket group only (0750), as
     // systemd's RuntimeDirectory makes it on a host.

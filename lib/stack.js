@@ -166,6 +166,7 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
  * @param {number} [o.port=0]          nginx's port on 127.0.0.1; 0 picks a free one
  * @param {boolean} [o.tls=false]      the HTTPS front on a second free port, with a throwaway
  *                                     certificate from a local CA (stack.ca); the plain port redirects
+ * @param {'ec'|'rsa'} [o.tlsKey='ec'] the throwaway certificate's key: ECDSA P-256, or RSA 2048
  * @param {object} [o.env]             extra environment for the app
  * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
  */
@@ -178,6 +179,7 @@ async function startStack({
   varsFiles = [],
   port = 0,
   tls = false,
+  tlsKey = 'ec',
   env = {},
   detached = false,
 } = {}) {
@@ -225,7 +227,7 @@ async function startStack({
   };
 
   try {
-    const res = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'] });
+    const res = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'], throwawayKey: tlsKey });
     vars = res.vars;
     fs.mkdirSync(path.dirname(files.appLog), { recursive: true });
     if (!detached) process.on('exit', onExit);

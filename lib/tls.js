@@ -1,8 +1,8 @@
 'use strict';
 // Throwaway certificates for the demo and the tests, made with the `openssl`
-// CLI: a local CA and an ECDSA P-256 leaf it signs for localhost and
-// 127.0.0.1 (what the kit's HTTPS front serves), and an RSA 2048 self-signed
-// certificate (the `tls-stock` baseline: the key type most guides still make).
+// CLI: a local CA and a leaf it signs for localhost and 127.0.0.1 (what the
+// kit's HTTPS front serves): ECDSA P-256, or RSA 2048 for the `tls-stock`
+// baseline of the TLS bench.
 // Clients trust the CA file (`curl --cacert ca.pem`); nothing here is meant
 // for a public host, where certbot issues the certificate.
 const fs = require('node:fs');
@@ -46,41 +46,36 @@ function makeCA(dir) {
 }
 
 /**
- * An ECDSA P-256 leaf for localhost/127.0.0.1/::1 signed by ca: {cert, key}
- * (dir/leaf.pem and dir/leaf.key unless paths are given).
+ * A leaf for localhost/127.0.0.1/::1 signed by ca: {cert, key} (dir/leaf.pem
+ * and dir/leaf.key unless paths are given). Its key is ECDSA P-256, or RSA
+ * 2048 with algorithm 'rsa' (the tls-stock baseline: the key type most guides
+ * still make).
  */
-function makeLeaf(dir, ca, paths = {}) {
+function makeLeaf(dir, ca, paths = {}, { algorithm = 'ec' } = {}) {
   const cert = paths.cert || path.join(dir, 'leaf.pem');
   const keyFile = paths.key || path.join(dir, 'leaf.key');
   for (const d of new Set([dir, path.dirname(cert), path.dirname(keyFile)])) fs.mkdirSync(d, { recursive: true });
-  const key = newKey(keyFile, 'ec');
+  const key = newKey(keyFile, algorithm);
   openssl(['req', '-x509', '-new', '-key', key, '-CA', ca.cert, '-CAkey', ca.key, '-out', cert,
     '-days', String(DAYS), '-sha256', '-subj', '/CN=localhost',
     '-addext', `subjectAltName=${LEAF_NAMES.join(',')}`,
     '-addext', 'basicConstraints=critical,CA:FALSE',
-    '-addext', 'keyUsage=critical,digitalSignature',
+    '-addext', `keyUsage=critical,${algorithm === 'rsa' ? 'digitalSignature,keyEncipherment' : 'digitalSignature'}`,
     '-addext', 'extendedKeyUsage=serverAuth'], `sign the leaf certificate ${cert}`);
   return { cert, key };
 }
 
-/** An RSA 2048 self-signed certificate for localhost (the tls-stock baseline): {cert, key}. */
-function makeRsaSelfSigned(dir) {
-  fs.mkdirSync(dir, { recursive: true });
-  const key = newKey(path.join(dir, 'rsa.key'), 'rsa');
-  const cert = path.join(dir, 'rsa.pem');
-  openssl(['req', '-x509', '-new', '-key', key, '-out', cert, '-days', String(DAYS), '-sha256',
-    '-subj', '/CN=localhost', '-addext', `subjectAltName=${LEAF_NAMES.join(',')}`,
-    '-addext', 'extendedKeyUsage=serverAuth'], `make the RSA certificate ${cert}`);
-  return { cert, key };
-}
-
 /**
- * Everything the demo and the tests need, under dir:
- * {ca: {cert, key}, leaf: {cert, key}, rsa: {cert, key}}.
+ * Everything the demo and the tests need, under dir: {ca, leaf, rsa}, each
+ * {cert, key}; leaf (ECDSA P-256) and rsa (RSA 2048) are signed by ca.
  */
 function makeThrowaway(dir) {
   const ca = makeCA(dir);
-  return { ca, leaf: makeLeaf(dir, ca), rsa: makeRsaSelfSigned(dir) };
+  return {
+    ca,
+    leaf: makeLeaf(dir, ca),
+    rsa: makeLeaf(dir, ca, { cert: path.join(dir, 'rsa.pem'), key: path.join(dir, 'rsa.key') }, { algorithm: 'rsa' }),
+  };
 }
 
-module.exports = { makeCA, makeLeaf, makeRsaSelfSigned, makeThrowaway, LEAF_NAMES, DAYS };
+module.exports = { makeCA, makeLeaf, makeThrowaway, LEAF_NAMES, DAYS };

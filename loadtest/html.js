@@ -101,6 +101,14 @@ function label(r) {
 }
 
 function charts(doc) {
+  if (doc.kind === 'bench-tls') {
+    // The last round's curve of each server × client; bars from the medians.
+    const last = Math.max(...doc.results.map((r) => r.round));
+    const curves = doc.results.filter((r) => r.round === last).map((r) => ({ name: `${r.scenario} (${r.driver})`, curve: r.latencyUs.curve || [] }));
+    const rps = doc.summary.map((s, i) => ({ name: `${s.front} ${s.client}`, value: s.reqPerSec.median, min: s.reqPerSec.min, max: s.reqPerSec.max, colorIndex: i }));
+    const cpuBars = doc.summary.map((s, i) => ({ name: `${s.front} ${s.client}`, value: s.cpuUsPerReq.median, min: s.cpuUsPerReq.min, max: s.cpuUsPerReq.max, colorIndex: i }));
+    return { curves, rps, cpuBars };
+  }
   if (doc.kind === 'bench') {
     const curves = doc.summary.map((s) => ({ name: `${s.scenario} (${s.driver})`, curve: s.curve }));
     const rps = doc.summary.map((s, i) => ({ name: `${s.scenario} (${s.driver})`, value: s.reqPerSec.median, min: s.reqPerSec.min, max: s.reqPerSec.max, colorIndex: i }));
@@ -144,7 +152,13 @@ function toHtml(doc) {
     '<p>nginx + app processes, scheduler runtime from /proc, divided by requests (µs).</p>',
     barChart(c.cpuBars, { unit: ' µs', digits: 1 }),
   ];
-  if (doc.kind === 'bench') {
+  if (doc.kind === 'bench-tls') {
+    const X = require('./tls-table');
+    body.push('<h2>Servers × clients</h2>', htmlTable(X.SUMMARY_HEAD, doc.summary.map(X.summaryRow)),
+      '<h2>Ratios</h2>', htmlTable(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)));
+    if (doc.gzip) body.push('<h2>gzip</h2>', htmlTable(X.GZIP_HEAD, X.gzipRows(doc.gzip)));
+    body.push('<h2>Every run</h2>');
+  } else if (doc.kind === 'bench') {
     body.push('<h2>Scenarios</h2>', htmlTable(T.SUMMARY_HEAD, doc.summary.map(T.summaryRow)),
       '<h2>Ratios</h2>', htmlTable(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '<h2>Every run</h2>');
   } else {

@@ -20,7 +20,7 @@ async function runLoadtest(o) {
       const { startStack } = loadStack();
       progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${o.workers} workers${o.https ? ', HTTPS' : ''})`);
       stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.module || null, set: o.set, varsFiles: o.varsFiles, port: 0, tls: Boolean(o.https) });
-      target = nginxTarget(o.https ? `${o.upstream}-https` : o.upstream, stack, `nginx (${o.profile}${o.https ? ', HTTPS' : ''}) → ${stack.appListen}`);
+      target = nginxTarget(o.http2 ? `${o.upstream}-h2` : o.https ? `${o.upstream}-https` : o.upstream, stack, `nginx (${o.profile}${o.https ? ', HTTPS' : ''}) → ${stack.appListen}`);
     }
     const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, duration: o.duration, onProgress: (n, rate) => progress.update(n, rate) };
     if (o.rate) {
@@ -32,7 +32,8 @@ async function runLoadtest(o) {
       progress.done();
     } else {
       progress.start(`${target.name} saturation (${o.driver})`, o.duration);
-      results.push(await measure(target, { ...base, mode: 'saturation' }));
+      const h2 = o.http2 ? { h2loadKind: 'h2', streams: o.streams, unverifiedTls: true } : {};
+      results.push(await measure(target, { ...base, ...h2, mode: 'saturation' }));
       progress.done();
     }
   } finally {

@@ -27,6 +27,14 @@ function toMarkdown(doc) {
     out.push('## Ratios (per round, median, min–max)', '', table(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '');
     out.push('## Every run', '');
   }
+  if (doc.kind === 'bench-tls') {
+    const X = require('./tls-table');
+    out.push('## Targets', '', ...X.verdicts(doc).map((l) => `- ${l}`), '');
+    out.push('## Servers × clients (median, min–max over rounds)', '', table(X.SUMMARY_HEAD, doc.summary.map(X.summaryRow)), '');
+    out.push('## Ratios (per round, median, min–max)', '', table(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)), '');
+    if (doc.gzip) out.push(`## gzip (${doc.gzip.url}, tls-tuned, keep-alive)`, '', table(X.GZIP_HEAD, X.gzipRows(doc.gzip)), '');
+    out.push('## Every run', '');
+  }
   out.push(table(['round', ...T.RESULT_HEAD], doc.results.map((r) => [r.round || '–', ...T.resultRow(r)])), '');
   out.push('Latency in µs from the kit\'s own histogram (per response, µs resolution); paced runs count latency from the',
     'intended send time (coordinated omission corrected). srv µs/req: CPU of nginx and app processes (scheduler',

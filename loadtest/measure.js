@@ -16,6 +16,7 @@ const H = require('./histogram');
 const { assess } = require('./workershare');
 const { runAutocannon } = require('./autocannon');
 const { runWrk } = require('./wrk');
+const { runH2load } = require('./h2load');
 const { runPaced } = require('./pacer');
 const { kindsText } = require('./format');
 const { UsageError } = require('../lib/errors');
@@ -36,15 +37,20 @@ function allPids(p) {
 
 async function drive(target, o) {
   const common = { connections: o.connections, duration: o.duration, timeoutS: o.timeoutS, onProgress: o.onProgress };
-  if (target.ca && (o.mode === 'paced' || o.driver === 'wrk')) {
+  // wrk and h2load do not verify the server's certificate: over HTTPS they
+  // run only where the caller says so (the TLS bench, loopback).
+  if (target.ca && (o.mode === 'paced' || (o.driver !== 'autocannon' && !o.unverifiedTls))) {
     throw new UsageError(`${target.url}: over HTTPS only the autocannon driver runs here (it trusts the stack's CA); drop --driver wrk and --paced`);
   }
   if (o.mode === 'paced') {
     return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false });
   }
+  if (o.driver === 'h2load') {
+    return runH2load({ ...common, url: target.url, kind: o.h2loadKind, streams: o.streams });
+  }
   if (o.driver === 'wrk') {
     if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
-    return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores() });
+    return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores(), headers: o.headers });
   }
   return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });
 }
@@ -156,6 +162,8 @@ async function measure(target, o) {
     generator: gen,
     machine,
     workers: assess(d.workers, appWorkers),
+    // What only this driver reports (wrk: bytes read; h2load: the protocol).
+    raw: d.raw || null,
     warnings: [],
   };
   // A generator that got no response spun on errors: its CPU says nothing

@@ -58,6 +58,8 @@ const LOADTEST = {
   socket: { type: 'string', help: 'drive an existing Unix socket (no local stack)' },
   'error-log': { type: 'string', help: 'nginx error.log to watch for an existing deployment' },
   https: { type: 'boolean', help: 'the local stack serves HTTPS (a throwaway CA the generators trust); autocannon only' },
+  http2: { type: 'boolean', help: 'the local stack over HTTPS, driven over HTTP/2 by h2load (saturation; h2load does not verify the certificate)' },
+  streams: { type: 'string', conv: positiveInt, dflt: '10', help: 'with --http2: concurrent streams per connection' },
 };
 
 const BENCH = {
@@ -69,6 +71,8 @@ const BENCH = {
   'cpu-rate': { type: 'string', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
   warmup: { type: 'string', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
+  https: { type: 'boolean', help: 'the TLS bench: plain vs tls-stock vs tls-tuned, new/returning/keep-alive clients, gzip (reports bench-tls.*)' },
+  http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
   md: { ...COMMON.md, dflt: 'loadtest/results/bench.md' },
   html: { ...COMMON.html, dflt: 'loadtest/results/bench.html' },

@@ -121,6 +121,7 @@ function verdict(x) {
 // The headline of a report: one line per run (loadtest) or per scenario and
 // A/B verdict (bench).
 function headlines(doc) {
+  if (doc.kind === 'bench-tls') return require('./tls-table').verdicts(doc);
   if (doc.kind !== 'bench') return doc.results.map(headline);
   return [
     ...doc.summary.map((x) => `${x.scenario}: ${spreadText(x.reqPerSec)} req/s, p50 ${spreadText(x.latencyUs.p50)} µs, ` +
@@ -144,18 +145,24 @@ function loadtestText(doc, { wide = false } = {}) {
   ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
 }
 
+// The bench's terminal report; `bench --https` (kind bench-tls) has its own
+// tables (tls-table.js) in the same frame.
 function benchText(doc) {
+  const tls = doc.kind === 'bench-tls' ? require('./tls-table') : null;
+  const t = tls || { SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow };
   const h = doc.host;
+  const o = doc.options;
   return [
-    `tunekit bench — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}; ` +
-      `${doc.options.rounds} rounds × ${doc.options.duration} s, ${doc.options.connections} connections, driver ${doc.options.driver}`,
+    `tunekit bench${tls ? ' --https' : ''} — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}; ` +
+      `${o.rounds} rounds × ${o.duration} s${tls ? '' : `, ${o.connections} connections, driver ${o.driver}`}`,
     ...headlines(doc),
     '',
     'median (min–max) over rounds',
-    render(SUMMARY_HEAD, doc.summary.map(summaryRow)),
+    render(t.SUMMARY_HEAD, doc.summary.map(t.summaryRow)),
     '',
     'ratios per round, median (min–max)',
-    render(RATIO_HEAD, doc.ratios.map(ratioRow)),
+    render(t.RATIO_HEAD, doc.ratios.map(t.ratioRow)),
+    ...(tls ? tls.extraText(doc, render) : []),
     warningsText(doc.results, doc.warnings),
   ].join('\n');
 }

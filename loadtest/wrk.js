@@ -30,10 +30,13 @@ function parseOutput(stdout) {
 }
 
 // Drive `url` over TCP for `duration` s with `connections` on `threads`.
-async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, bin = WRK, onProgress = () => {} }) {
+// headers: extra request headers, e.g. ['Connection: close'] (a new connection per
+// request; over HTTPS wrk then offers the session it had: resumption).
+async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, headers = [], bin = WRK, onProgress = () => {} }) {
   if (!available(bin)) throw new MissingToolError(`wrk not found at ${bin}; install it (apt-get install -y wrk) or use --driver autocannon`);
   const t = Math.max(1, Math.min(threads, connections));
-  const args = ['-t', String(t), '-c', String(connections), '-d', `${duration}s`, '--timeout', `${timeoutS}s`, '-s', SCRIPT, url];
+  const args = ['-t', String(t), '-c', String(connections), '-d', `${duration}s`, '--timeout', `${timeoutS}s`,
+    ...headers.flatMap((h) => ['-H', h]), '-s', SCRIPT, url];
   const cpu0 = reapedChildrenUs();
   const started = Date.now();
   const stdout = await new Promise((resolve, reject) => {
@@ -74,7 +77,7 @@ async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, 
     },
     latencyUs: { count: r.requests - e.status, ...r.latencyUs },
     workers: null,
-    raw: { wrkReqPerSec: r.wrkReqPerSec, socketErrors: e },
+    raw: { wrkReqPerSec: r.wrkReqPerSec, socketErrors: e, bytes: r.bytes },
   };
 }
 

@@ -15,8 +15,10 @@ async function main(argv) {
     console.log(o.help);
     return 0;
   }
+  if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
   // Refuse a wrong-typed --set/--vars value before anything starts.
   require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
+  if (o.https) return tlsBench(argv, o);
   const { runBench, SCENARIOS } = require('../../loadtest/bench');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');
@@ -40,6 +42,39 @@ async function main(argv) {
     summary,
     ratios,
   });
+  return finish(doc, o, benchText(doc));
+}
+
+// --https: the TLS bench (loadtest/tls-bench.js), reports bench-tls.* by default.
+async function tlsBench(argv, o) {
+  const { runTlsBench } = require('../../loadtest/tls-bench');
+  const { createProgress } = require('../../loadtest/progress');
+  const report = require('../../loadtest/report');
+  const { benchText } = require('../../loadtest/table');
+  const { BENCH } = require('../../loadtest/options');
+  for (const k of ['json', 'md', 'html']) if (o[k] === BENCH[k].dflt) o[k] = o[k].replace(/bench\./, 'bench-tls.');
+  o.progress = createProgress({ enabled: !o.noProgress });
+  o.varsFiles = o.vars;
+  o.timeoutS = o.timeout;
+  // Client shapes: h2load starts new clients in batches of 100; 16 returning
+  // clients; 8 HTTP/2 connections of 16 streams; gzip runs half the duration.
+  Object.assign(o, { newBatch: 100, returningConnections: 16, h2Connections: 8, h2Streams: 16, gzipDuration: Math.max(1, o.duration / 2) });
+  const started = Date.now();
+  const { results, summary, ratios, gzip, crypto, fronts, clients } = await runTlsBench(o);
+  const doc = report.document('bench-tls', {
+    command: `tunekit bench ${argv.join(' ')}`.trim(),
+    options: {
+      rounds: o.rounds, duration: o.duration, connections: o.connections, clients, newBatch: o.newBatch,
+      returningConnections: o.returningConnections, h2Connections: o.h2Connections, h2Streams: o.h2Streams,
+      gzipDuration: o.gzipDuration, warmup: o.warmup, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
+    },
+    results,
+    summary,
+    ratios,
+  });
+  doc.gzip = gzip;
+  doc.crypto = crypto;
+  doc.fronts = fronts;
   return finish(doc, o, benchText(doc));
 }
 

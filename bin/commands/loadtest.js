@@ -51,6 +51,13 @@ async function main(argv) {
     return 0;
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.http2 && (o.url || o.socket || o.rate || o.driver === 'wrk')) {
+    throw new UsageError('--http2 drives the local stack\'s HTTPS front with h2load, in saturation; drop --url, --socket, --rate and --driver wrk');
+  }
+  if (o.http2) {
+    o.https = true;
+    o.driver = 'h2load';
+  }
   if (o.https && (o.url || o.socket)) {
     throw new UsageError('--https starts the local stack on HTTPS; for a deployment give an https:// --url');
   }
@@ -76,7 +83,7 @@ async function main(argv) {
     options: {
       upstream: o.url || o.socket ? null : o.upstream, profile: o.url || o.socket ? null : o.profile,
       url: o.url || null, socket: o.socket || null, duration: o.duration, connections: o.connections,
-      rate: o.rate || null, driver: o.driver, procs: o.procs, workers: o.workers,
+      rate: o.rate || null, driver: o.driver, procs: o.procs, workers: o.workers, http2: Boolean(o.http2), streams: o.http2 ? o.streams : null,
     },
     stack,
     results,

@@ -84,6 +84,24 @@ test('loadtest --https: the local stack over HTTPS, its throwaway CA trusted, ev
   assert.match(wrk.stderr, /^tunekit: --https runs with the autocannon driver/);
 });
 
+test('loadtest --http2: h2load over the local HTTPS front, ALPN h2, every request answered', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-cli-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const json = path.join(dir, 'out.json');
+  const r = await tunekit(['loadtest', '--http2', '--duration', '2', '--connections', '4', '--streams', '8', '--json', json, '--no-progress']);
+  assert.equal(r.code, 0, `exit ${r.code} ${r.signal || ''}\n${r.stderr}`);
+  const res = JSON.parse(fs.readFileSync(json, 'utf8')).results[0];
+  assert.equal(res.scenario, 'uds-h2');
+  assert.equal(res.driver, 'h2load');
+  assert.equal(res.raw.protocol, 'h2');
+  assert.ok(res.requests.ok > 0 && res.latencyUs.p50 > 0);
+  assert.equal(res.requests.errors + res.requests.timeouts + res.requests.non2xx, 0, r.stdout);
+  assert.deepEqual([...res.server.pids.nginx, ...res.server.pids.app].filter(alive), [], 'no process left running');
+  const paced = await tunekit(['loadtest', '--http2', '--rate', '100']);
+  assert.equal(paced.code, 2);
+  assert.match(paced.stderr, /^tunekit: --http2 drives the local stack's HTTPS front with h2load, in saturation/);
+});
+
 test('loadtest --url --rate: a paced run beside an autocannon -R run, rate kept within 2%', async (t) => {
   const fx = await startFixture({ workers: 2 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-cli-'));

@@ -292,6 +292,21 @@ test('TLS on: the site moves to HTTPS with HTTP/2 as the nginx version has it, p
   assert.doesNotMatch(old.read('etc/nginx/tunekit/tls.conf'), /^http2 on;$/m);
 });
 
+test('the tls-stock profile renders HTTPS as Debian ships nginx: TLS 1.0-1.3, no session cache, tickets on, 16k records', (t) => {
+  const { read } = renderSet(t, { varsFiles: [path.join(ROOT, 'ansible/profiles/tls-stock.yml')], set: ['tunekit_nginx_version=1.22.1'] });
+  const tls = read('etc/nginx/tunekit/tls.conf');
+  assert.match(tls, /^ssl_protocols TLSv1 TLSv1\.1 TLSv1\.2 TLSv1\.3;$/m);
+  assert.match(tls, /^ssl_ciphers HIGH:!aNULL:!MD5;$/m);
+  assert.match(tls, /^ssl_ecdh_curve auto;$/m);
+  assert.match(tls, /^ssl_prefer_server_ciphers on;$/m);
+  assert.match(tls, /^ssl_session_cache none;$/m);
+  assert.match(tls, /^ssl_session_tickets on;$/m);
+  assert.match(tls, /^ssl_buffer_size 16k;$/m);
+  assert.doesNotMatch(tls, /Mozilla's/, 'the baseline is not presented as a Mozilla profile');
+  // Everything else stays the kit's: the same upstream as the tuned front.
+  assert.match(read('etc/nginx/tunekit/upstream.conf'), /^\s*keepalive \d+;$/m);
+});
+
 test('TLS options: modern profile, a non-default HTTPS port in the redirect, HSTS and stapling when asked, gzip off', (t) => {
   const { dir, read } = renderSet(t, { set: ['tunekit_nginx_tls=true', 'tunekit_nginx_version=1.26.0', 'tunekit_nginx_tls_profile=modern',
     'tunekit_nginx_tls_port=8443', 'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53',

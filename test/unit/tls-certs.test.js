@@ -51,12 +51,12 @@ test('the leaf is ECDSA P-256 for localhost, 127.0.0.1 and ::1, server auth, 30 
   assert.ok(cert.checkPrivateKey(createPrivateKey(fs.readFileSync(leaf.key))));
 });
 
-test('the tls-stock certificate is RSA 2048, self-signed, for localhost', (t) => {
-  const { rsa } = tls.makeThrowaway(tmpdir(t));
+test('the tls-stock certificate is RSA 2048, signed by the same CA, for localhost', (t) => {
+  const { ca, rsa } = tls.makeThrowaway(tmpdir(t));
   const cert = x509(rsa.cert);
   assert.equal(cert.publicKey.asymmetricKeyType, 'rsa');
   assert.equal(cert.publicKey.asymmetricKeyDetails.modulusLength, 2048);
-  assert.ok(cert.verify(cert.publicKey), 'self-signed');
+  assert.ok(cert.verify(x509(ca.cert).publicKey), 'signed by the CA key');
   assert.equal(cert.checkHost('localhost'), 'localhost');
   assert.ok(cert.checkPrivateKey(createPrivateKey(fs.readFileSync(rsa.key))));
 });
