@@ -15,6 +15,7 @@ const assert = require('node:assert/strict');
 const net = require('node:net');
 const { startHashStack, doctor, errorLog } = require('./stack');
 const { record } = require('./report');
+const config = require('../../lib/config');
 
 const HEADER_TIMEOUT_S = 2;
 const CLOSE_BOUND_MS = 30_000; // generous: nginx's own bounds are 2 s (header timeout) and 5 s (lingering_timeout)
@@ -129,6 +130,7 @@ test('abuse through the front: nginx answers or cuts each malformed request, the
     largeClientHeaderBuffers: stack.vars.tunekit_nginx_large_client_header_buffers,
     clientMaxBodySize: stack.vars.tunekit_nginx_client_max_body_size,
     clientHeaderTimeoutS: HEADER_TIMEOUT_S,
+    kitClientHeaderTimeoutS: config.resolve().tunekit_nginx_client_header_timeout_s,
     errorLogLevel: stack.vars.tunekit_nginx_error_log_level,
     cases: figures,
     seenByApp: seenByApp.length,

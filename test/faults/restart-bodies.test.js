@@ -19,7 +19,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const http = require('node:http');
 const crypto = require('node:crypto');
-const { startHashStack, errorLog } = require('./stack');
+const { startHashStack, doctor, errorLog } = require('./stack');
 const { record } = require('./report');
 
 const NGINX_RELOADS = 6;
@@ -138,7 +138,8 @@ test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the 
   const buffered = logged.filter((l) => /a client request body is buffered to a temporary file/.test(l)).length;
   const other = logged.filter((l) => !/a client request body is buffered to a temporary file/.test(l));
   delete c.sent;
-  t.diagnostic(`${seconds} s: ${JSON.stringify(c)}; at the app: ${seen.size} POST ids, lost ${lost}, wrong ${wrong}, duplicates ${duplicates}; nginx error log: ${buffered} body-buffered lines, ${other.length} others ${JSON.stringify(other.slice(0, 2))}`);
+  const fails = doctor(stack).filter((f) => f.level === 'fail').map((f) => f.id);
+  t.diagnostic(`${seconds} s: ${JSON.stringify(c)}; at the app: ${seen.size} POST ids, lost ${lost}, wrong ${wrong}, duplicates ${duplicates}; nginx error log: ${buffered} body-buffered lines, ${other.length} others ${JSON.stringify(other.slice(0, 2))}; doctor fails: ${JSON.stringify(fails)}`);
 
   assert.ok(workersAfter.every((p) => !workersBefore.includes(p)), `every app worker was replaced: ${workersBefore} -> ${workersAfter}`);
   assert.ok(c.post > 0 && c.get > 0, 'GETs and POSTs were sent');
@@ -166,5 +167,6 @@ test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the 
     errorLogLevel: stack.vars.tunekit_nginx_error_log_level,
     errorLogBuffered: buffered,
     errorLogOther: other.length,
+    doctorFails: fails,
   });
 });
