@@ -33,6 +33,7 @@ const http = require('node:http');
 const crypto = require('node:crypto');
 const { startHashStack, doctor, errorLog } = require('./stack');
 const { record } = require('./report');
+const { sleep } = require('../lib/util');
 
 const APP_KEEPALIVE_MS = 1000;
 const NODE_BUFFER_MS = 1000; // Node closes an idle connection keepAliveTimeout + 1 s after its last response
@@ -41,7 +42,6 @@ const ROUNDS = 5;
 const BUSY_MS = 300; // the CPU-bound request, centred on the app's close time
 const RACE_LOG = /upstream prematurely closed connection|recv\(\) failed \(104: Connection reset by peer\)|writev?\(\) failed \(32: Broken pipe\)/;
 
-const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 
 function send(agent, url, method, body) {
   return new Promise((resolve) => {

@@ -21,12 +21,12 @@ const http = require('node:http');
 const crypto = require('node:crypto');
 const { startHashStack, doctor, errorLog } = require('./stack');
 const { record } = require('./report');
+const { sleep, until } = require('../lib/util');
 
 const NGINX_RELOADS = 6;
 const APP_RELOADS = 3;
 const CONNECTIONS = 12;
 const MAX_BODY = 64 * 1024;
-const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 
 /** One request; {status, sha256} or {err, answered: whether any byte of a response came}. */
 function once(agent, url, method, body) {
@@ -86,11 +86,6 @@ async function load(url, stop) {
 const appEvents = (stack, event) => fs.readFileSync(stack.appLogPath, 'utf8').split('\n')
   .filter((l) => l.startsWith('{') && JSON.parse(l).event === event).length;
 
-async function until(what, ok, ms = 60_000) {
-  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(50)) if (ok()) return;
-  throw new Error(`${what} within ${ms} ms`);
-}
-
 test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the app under GETs and POSTs of 0..64 KB: no body lost, corrupted or duplicated`, { timeout: 180_000 }, async (t) => {
   const stack = await startHashStack(t, { workers: 2 });
   const nginxMaster = stack.pids().nginx[0];
@@ -107,7 +102,7 @@ test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the 
     if (appReloads < APP_RELOADS && (nginxReloads >= NGINX_RELOADS || nginxReloads % 2 === 1)) {
       process.kill(primary, 'SIGHUP');
       appReloads += 1;
-      await until(`the app's rolling restart ${appReloads} is done`, () => appEvents(stack, 'reload-done') >= appReloads);
+      await until(`the app's rolling restart ${appReloads} to be done`, () => appEvents(stack, 'reload-done') >= appReloads, 60_000, 50);
     } else {
       process.kill(nginxMaster, 'SIGHUP');
       nginxReloads += 1;
