@@ -330,7 +330,7 @@ function analyze(facts, def = config.resolve()) {
       if (up.keepalive && appKeepAlive) {
         const nginxMs = up.keepaliveTimeoutS * 1000;
         if (appKeepAlive.ms <= nginxMs) {
-          add('keepalive-race', 'fail', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) is not longer than nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s: the app closes idle connections nginx may still reuse -> 502 "upstream prematurely closed connection"`,
+          add('keepalive-race', 'fail', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) is not longer than nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s: the app closes idle connections nginx may still reuse -> 502 for requests nginx does not retry (POST), logged as "upstream prematurely closed connection" or, on a Unix socket, "recv() failed (104: Connection reset by peer)"`,
             `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + def.tunekit_app_keepalive_margin_s * 1000}: + tunekit_app_keepalive_margin_s), or lower nginx's keepalive_timeout`);
         } else {
           add('keepalive-race', 'ok', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`);

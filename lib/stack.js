@@ -169,6 +169,10 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
  * @param {'ec'|'rsa'} [o.tlsKey='ec'] the throwaway certificate's key: ECDSA P-256, or RSA 2048
  * @param {object} [o.env]             extra environment for the app
  * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
+ * @param {object} [o.unsafeAppSettings] test-only: fields written over the rendered app.json
+ *                                     before the runner starts. They skip the render's cross-layer
+ *                                     checks on purpose (the fault suite's inverted keep-alive
+ *                                     timeouts); the runner's own checks still apply
  */
 async function startStack({
   upstream = null,
@@ -182,6 +186,7 @@ async function startStack({
   tlsKey = 'ec',
   env = {},
   detached = false,
+  unsafeAppSettings = null,
 } = {}) {
   const profiles = config.choices('tunekit_profile');
   if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
@@ -230,6 +235,10 @@ async function startStack({
     const res = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'], throwawayKey: tlsKey });
     vars = res.vars;
     fs.mkdirSync(path.dirname(files.appLog), { recursive: true });
+    if (unsafeAppSettings) {
+      const file = vars.tunekit_app_config_path;
+      fs.writeFileSync(file, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), ...unsafeAppSettings }, null, 2)}\n`);
+    }
     if (!detached) process.on('exit', onExit);
 
     const appOut = fs.openSync(files.appLog, 'a');

@@ -9,29 +9,16 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const path = require('node:path');
-const { spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
-const { alive, signal } = require('../../lib/proc');
+const { signal } = require('../../lib/proc');
 const { record } = require('./report');
+const { stopAfter, doctor: findings } = require('./stack');
 
-const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
-
-function doctor(stack) {
-  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json',
-    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'),
-    '--app-config', stack.vars.tunekit_app_config_path], { encoding: 'utf8' });
-  assert.ok(r.stdout, `doctor printed JSON (stderr: ${r.stderr})`);
-  return JSON.parse(r.stdout).findings.filter((f) => f.level === 'fail');
-}
+const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
 
 async function startWatched(t) {
   const stack = await startStack({ upstream: 'uds', workers: 2 });
-  t.after(async () => {
-    const pids = stack.pids();
-    await stack.stop();
-    for (const pid of [...pids.nginx, ...pids.app]) assert.ok(!alive(pid), `process ${pid} is left running`);
-  });
+  stopAfter(t, stack);
   assert.equal((await fetch(stack.url)).status, 200);
   return stack;
 }

@@ -62,7 +62,80 @@ function appStoppedRow(key, f) {
   ];
 }
 
-const ROWS = { reload: reloadRow, 'socket-deleted': socketDeletedRow, 'app-stopped': appStoppedRow };
+function keepaliveRaceRow(key, f) {
+  const status = (c) => Object.entries(c.status).map(([k, v]) => `${v} x ${k}`).join(', ');
+  return [
+    `app keepAliveTimeout (${f.appKeepAliveMs} ms) below nginx's upstream keepalive_timeout (${f.nginxKeepAliveS} s), a paced load whose gaps straddle the app's close`,
+    '502 Bad Gateway on a POST (nginx does not pass a non-idempotent request to the next server); a GET is retried by nginx and succeeds',
+    `\`${f.nginxSample}\` (${Object.entries(f.inverted.nginx).map(([k, v]) => `${v} x "${k}"`).join(', ')})`,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    `the kit derives the app's keepAliveTimeout from nginx's (${f.kitAppKeepAliveMs} ms here) and \`tunekit render\` refuses an app value not above nginx's`,
+    [
+      `${f.rounds} rounds of ${f.lanes} POSTs and ${f.lanes} GETs at once, each round's gap ending around the app's close time, a ${f.busyMs} ms CPU-bound request over it:`,
+      `inverted: POST ${status(f.inverted.post)}; GET ${status(f.inverted.get)}.`,
+      `The kit's timeouts, same load: POST ${status(f.kit.post)}; GET ${status(f.kit.get)}; ${f.kit.nginxLines} lines in nginx's error log.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+function restartBodiesRow(key, f) {
+  return [
+    `${f.nginxReloads} nginx reloads (SIGHUP) and ${f.appReloads} rolling restarts of the app (SIGHUP to the runner) under GETs and POSTs of 0..64 KB`,
+    'a reset, before any byte of an answer, of a request sent on a keep-alive connection nginx\'s old worker just closed (a POST too); never a 5xx, never a wrong body',
+    `at ${f.errorLogLevel}: nothing about the restarts (${f.errorLogOther} lines); ${f.errorLogBuffered} "a client request body is buffered to a temporary file" lines for bodies above client_body_buffer_size`,
+    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail: the stack is healthy after',
+    'the runner replaces one worker at a time and drains the old one; clients retry a request reset before any byte of its answer once, on a new connection (a POST with an idempotency key)',
+    [
+      `${f.seconds} s, ${f.connections} connections: ${f.get} GETs, ${f.post} POSTs (${f.postMiB} MiB):`,
+      `${f.failed} failed; retried after a reset: ${f.getRetried} GETs, ${f.postRetried} POSTs.`,
+      `At the app: ${f.lost} POST bodies lost, ${f.corrupted} corrupted, ${f.duplicates} seen twice.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+// One row per kind of abuse (the cases of one kind share it), with what bounds it.
+const ABUSE_KINDS = [
+  ['oversized request line or headers (over large_client_header_buffers)', /large_client_header_buffers/,
+    (f) => `large_client_header_buffers ${f.largeClientHeaderBuffers} (the kit's variable)`],
+  ['request smuggling shapes: Transfer-Encoding with Content-Length, duplicate Content-Length, bad chunk size', /Transfer-Encoding and|duplicate Content-Length|bad chunk/,
+    () => 'nginx refuses them itself, and reads a request body whole before it proxies it (proxy_request_buffering, on by default), so no part of one reaches the app'],
+  ['body over client_max_body_size (Content-Length, or chunked)', /client_max_body_size/,
+    (f) => `client_max_body_size ${f.clientMaxBodySize} (the kit's variable); after a 413 nginx reads and drops what still comes for up to lingering_timeout (5 s, nginx's default), then closes`],
+  ['slowloris: headers sent a byte at a time, past client_header_timeout', /slowloris/,
+    (f) => `client_header_timeout: the kit renders ${f.kitClientHeaderTimeoutS} s (${f.clientHeaderTimeoutS} s in this test); it bounds the whole header, not the gap between bytes`],
+];
+
+function abuseRows(key, f) {
+  return ABUSE_KINDS.map(([fault, re, bound]) => {
+    const cases = f.cases.filter((c) => re.test(c.name));
+    if (!cases.length) throw new Error(`${key}: no case matches "${fault}"; keep test/faults/table.js ABUSE_KINDS in step with abuse.test.js`);
+    const sees = [...new Set(cases.map((c) => (c.status ? c.title : 'no answer: nginx closes the connection')))];
+    return [
+      fault,
+      `${sees.join('; ')} (from nginx; the app sees nothing)`,
+      cases.map((c) => `\`${c.nginx}\``).join('; '),
+      f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail: the stack is healthy after',
+      bound(f),
+      [
+        `${cases.map((c) => `${c.name}: ${c.status || 'no answer'}, closed by nginx after ${c.closedMs} ms`).join('; ')}.`,
+        `Requests seen by the app: ${f.seenByApp}; a normal request afterwards: ${f.normalAfter}. nginx's error log at ${f.errorLogLevel} for this test (the kit's level is warn).`,
+        stamp(f),
+      ].join(' '),
+    ];
+  });
+}
+
+// A row function returns one row, or (abuse) several.
+const ROWS = {
+  reload: reloadRow,
+  'socket-deleted': socketDeletedRow,
+  'app-stopped': appStoppedRow,
+  'keepalive-race': keepaliveRaceRow,
+  'restart-bodies': restartBodiesRow,
+  abuse: abuseRows,
+};
 
 function table(figures) {
   const head = ['fault', 'what the client sees', 'what nginx logs', 'what `tunekit doctor` says', "the kit's mitigation", 'measured (command)'];
@@ -70,7 +143,8 @@ function table(figures) {
   for (const key of Object.keys(figures).sort()) {
     const row = ROWS[key.split(' ')[0]];
     if (!row) throw new Error(`${key}: no row for this case in test/faults/table.js; add one to ROWS`);
-    lines.push(`| ${row(key, figures[key]).map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`);
+    const made = row(key, figures[key]);
+    for (const r of Array.isArray(made[0]) ? made : [made]) lines.push(`| ${r.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`);
   }
   return lines.join('\n');
 }

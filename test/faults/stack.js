@@ -1,0 +1,52 @@
+'use strict';
+// What the fault cases share: a stack serving the hash app (test/fixtures/faults/
+// hash-app.js: each request's body hash answered and written down by the app),
+// torn down and checked for leftovers after the test, and `tunekit doctor`'s
+// findings about a running stack.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { startStack } = require('../../lib/stack');
+const { alive } = require('../../lib/proc');
+const hashApp = require('../fixtures/faults/hash-app');
+
+const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
+const HASH_APP = path.resolve(__dirname, '../fixtures/faults/hash-app.js');
+
+/** Stop the stack after the test and check that none of its processes is left. */
+function stopAfter(t, stack) {
+  t.after(async () => {
+    const pids = stack.pids();
+    await stack.stop();
+    for (const pid of [...pids.nginx, ...pids.app]) assert.ok(!alive(pid), `process ${pid} is left running`);
+  });
+}
+
+/**
+ * startStack() serving the hash app; stack.seen() lists the requests the app saw.
+ * The temp dir it writes into is removed after the test (registered before the start).
+ */
+async function startHashStack(t, options = {}) {
+  const seenDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-faults-seen-'));
+  t.after(() => fs.rmSync(seenDir, { recursive: true, force: true }));
+  const stack = await startStack({ upstream: 'uds', workers: 2, ...options, module: HASH_APP, env: { FAULTS_SEEN_DIR: seenDir } });
+  stopAfter(t, stack);
+  stack.seen = () => hashApp.seen(seenDir);
+  return stack;
+}
+
+/** `tunekit doctor --json` pointed at the stack's rendered nginx.conf and app.json: its findings. */
+function doctor(stack) {
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json',
+    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'),
+    '--app-config', stack.vars.tunekit_app_config_path], { encoding: 'utf8' });
+  assert.ok(r.stdout, `doctor printed JSON (stderr: ${r.stderr})`);
+  return JSON.parse(r.stdout).findings;
+}
+
+/** nginx's error log, one entry per line. */
+const errorLog = (stack) => fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter(Boolean);
+
+module.exports = { startHashStack, stopAfter, doctor, errorLog };
