@@ -2,7 +2,11 @@
 // The h2load driver (Debian's nghttp2-client): C, one OpenSSL client per
 // connection, so it is the kit's generator for TLS handshakes and HTTP/2.
 //   h2:  HTTP/2 over TLS (ALPN h2), `streams` requests at once on each of
-//        `connections` connections, for `duration` seconds.
+//        `connections` connections, in batches of H2_REQUESTS_PER_CONNECTION
+//        requests per connection until `duration` is spent. (One long run
+//        would reach nginx's keepalive_requests: nginx then sends GOAWAY, and
+//        h2load, which never reconnects, counts the streams in flight as
+//        errored and stops that client.)
 //   new: HTTP/1.1 clients that each open a connection, make one full TLS
 //        handshake (h2load never offers a session it had), send one request
 //        and close: short-lived clients and health checkers. h2load starts a
@@ -22,6 +26,9 @@ const { reapedChildrenUs } = require('./cpu');
 const H = require('./histogram');
 
 const H2LOAD = '/usr/bin/h2load';
+// Below nginx's default keepalive_requests (1000), which also bounds HTTP/2
+// requests per connection since nginx 1.19.7.
+const H2_REQUESTS_PER_CONNECTION = 500;
 
 function available(bin = H2LOAD) {
   return fs.existsSync(bin);
@@ -90,7 +97,7 @@ async function runH2load({ url, kind, connections, streams = 10, duration, timeo
     do {
       const log = path.join(dir, `batch-${batches}.log`);
       const args = kind === 'h2'
-        ? [...common, '-c', String(connections), '-m', String(streams), '-D', String(duration), `--log-file=${log}`, url]
+        ? [...common, '-c', String(connections), '-m', String(streams), '-n', String(connections * H2_REQUESTS_PER_CONNECTION), `--log-file=${log}`, url]
         : [...common, '--h1', '-c', String(connections), '-n', String(connections), `--log-file=${log}`, url];
       const s = parseSummary(await once(bin, args, (duration + timeoutS + 30) * 1000));
       for (const k of Object.keys(sum)) if (typeof s[k] === 'number') sum[k] += s[k];
@@ -98,7 +105,7 @@ async function runH2load({ url, kind, connections, streams = 10, duration, timeo
       sum.tls = sum.tls || s.tls;
       readLog(log, hist);
       batches++;
-    } while (kind === 'new' && Date.now() - started < duration * 1000);
+    } while (Date.now() - started < duration * 1000);
   } finally {
     clearInterval(tick);
     fs.rmSync(dir, { recursive: true, force: true });
@@ -123,7 +130,7 @@ async function runH2load({ url, kind, connections, streams = 10, duration, timeo
     },
     histogram: hist,
     workers: null,
-    raw: { protocol: sum.protocol, tls: sum.tls, batches, connections: kind === 'new' ? sum.total : connections },
+    raw: { protocol: sum.protocol, tls: sum.tls, batches, connections: kind === 'new' ? sum.total : connections * batches },
   };
 }
 
