@@ -127,6 +127,38 @@ function abuseRows(key, f) {
   });
 }
 
+function heldIdleRow(key, f) {
+  return [
+    `${f.clients} client keep-alive connections at once, then idle (the large profile: worker_connections ${f.workerConnections})`,
+    `${f.ok} of ${f.clients} answered 200, ${f.failed} failed; ${f.closed} closed while idle`,
+    f.nginxLines ? `${f.nginxLines} lines at warn: ${f.nginxSample}` : 'nothing at warn',
+    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}${f.doctorFails.includes('nofile') ? ' (the local stack\'s app inherits the shell\'s open-files limit, below the large profile\'s; systemd\'s LimitNOFILE sets it on a host)' : ''}` : 'no fail',
+    'worker_connections and worker_rlimit_nofile sized for the clients (ansible/profiles/large.yml); upstream keep-alive keeps the app behind its pool whatever the number of clients',
+    [
+      `Opened ${f.chunk} at a time in ${f.openS} s. The app accepted ${f.upstream} upstream connections while the requests were in flight; ${f.upstreamOpen} stayed open once every client was idle (pool ${f.pool} x ${f.nginxWorkers} nginx workers).`,
+      `nginx workers' Pss ${f.pssBeforeKiB} KiB before, ${f.pssHeldKiB} KiB with every client idle: ${f.bytesPerConnection} bytes per idle connection (kernel socket memory not included).`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+function heldSlowRow(key, f) {
+  const statuses = (x) => Object.entries(x.statuses).map(([k, v]) => `${v} x ${k}`).join(', ');
+  return [
+    `clients that do not read their response: ${f.small.clients} x ${f.small.mib} MiB, then ${f.big.clients} x ${f.big.mib} MiB`,
+    `the slow clients hold their responses; normal clients beside them: ${statuses(f.small)} and ${statuses(f.big)}`,
+    `${f.small.mib} MiB: ${f.small.spilled} x "an upstream response is buffered to a temporary file"; ${f.big.mib} MiB: ${f.big.spilled} x (warn)`,
+    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail',
+    `proxy buffering (nginx's default, kept): nginx reads the whole response off the app into proxy_buffers (${f.proxyBuffers}) and its temp files, so a slow client holds nginx, not a Node worker`,
+    [
+      `The app finished every response while no client read (${f.finished} in all): ${f.small.mib} MiB fits in the kernel's socket buffers, ${f.big.mib} MiB spills to nginx's temp files.`,
+      `Normal clients (400 GETs over 8 keep-alive connections) p50/p99: ${f.quiet.p50}/${f.quiet.p99} µs quiet, ${f.small.p50}/${f.small.p99} µs beside the ${f.small.mib} MiB readers,`,
+      `${f.big.p50}/${f.big.p99} µs beside the ${f.big.mib} MiB ones.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 // A row function returns one row, or (abuse) several.
 const ROWS = {
   reload: reloadRow,
@@ -135,6 +167,8 @@ const ROWS = {
   'keepalive-race': keepaliveRaceRow,
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,
+  'held-idle': heldIdleRow,
+  'held-slow': heldSlowRow,
 };
 
 function table(figures) {
