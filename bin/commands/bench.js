@@ -16,6 +16,11 @@ async function main(argv) {
     return 0;
   }
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
+  // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  if (o.https && plainOnly.length) {
+    throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
+  }
   // Refuse a wrong-typed --set/--vars value before anything starts.
   require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
   if (o.https) return tlsBench(argv, o);

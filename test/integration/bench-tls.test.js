@@ -67,3 +67,13 @@ test('bench --https: handshakes counted by nginx, resumption on both TLS fronts,
   assert.ok(pids.size >= 9, 'three stacks, each with nginx and the app');
   assert.deepEqual([...pids].filter(alive), [], 'no process left running');
 });
+
+test('bench --https refuses the plain bench\'s options, and --http2 alone, before anything starts', async () => {
+  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: ROOT, timeoutMs: 30000 });
+  const mixed = await bench(['--https', '--driver', 'wrk', '--scenarios', 'uds']);
+  assert.equal(mixed.code, 2);
+  assert.equal(mixed.stderr, 'tunekit: bench --https runs its own fronts and clients; drop --scenarios, --driver\n');
+  const alone = await bench(['--http2']);
+  assert.equal(alone.code, 2);
+  assert.equal(alone.stderr, 'tunekit: --http2 is part of the TLS bench: add --https\n');
+});
