@@ -62,6 +62,39 @@ function appStoppedRow(key, f) {
   ];
 }
 
+const counts = (c) => Object.entries(c).map(([k, v]) => `${v} x ${k}`).join(', ');
+
+function socketEaccesRow(key, f) {
+  return [
+    'app socket\'s mode changed (chmod 0600) so nginx\'s worker user may not connect',
+    'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502',
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'the runner binds the socket with the mode and group of app.json from its first moment (tunekit_socket_mode, tunekit_socket_group); restore them or restart the app',
+    [
+      `16 requests at once after the chmod, workers as www-data: ${counts(f.burst)};`,
+      `the same with the local stack's default (workers as root) and mode 0000: ${counts(f.rootBurst)}.`,
+      `Once the mode is restored, the first burst of 16 all 200 after ${f.back.ms} ms (burst ${f.back.bursts}).`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+function acceptQueueRow(key, f) {
+  return [
+    `accept queue of the app socket full: the app's workers stopped (SIGSTOP), backlog ${f.backlog}`,
+    '502 at once for each request that needs a new upstream connection beyond the queue; requests already queued or on pooled connections wait, and are answered once the workers run',
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'tunekit_listen_backlog (4096, with net.core.somaxconn raised to match) absorbs bursts; nothing helps workers that do not accept',
+    [
+      `${f.requests} requests at once with the workers stopped: ${counts(f.whileStopped)}, ${f.waiting} waiting;`,
+      `the waiting ones answered 200 ${f.waitedMs} ms after SIGCONT; the first burst of 16 all 200 after ${f.back.ms} ms${f.back.bursts > 1 ? ` (the ${f.back.bursts - 1} before it overflowed a queue of ${f.backlog} again)` : ' (the first one)'}.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 function keepaliveRaceRow(key, f) {
   const status = (c) => Object.entries(c.status).map(([k, v]) => `${v} x ${k}`).join(', ');
   return [
@@ -132,6 +165,8 @@ const ROWS = {
   reload: reloadRow,
   'socket-deleted': socketDeletedRow,
   'app-stopped': appStoppedRow,
+  'socket-eacces': socketEaccesRow,
+  'accept-queue': acceptQueueRow,
   'keepalive-race': keepaliveRaceRow,
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,
