@@ -16,7 +16,7 @@ const fs = require('node:fs');
 const { startStack } = require('../../lib/stack');
 const { signal } = require('../../lib/proc');
 const { record } = require('./report');
-const { stopAfter, doctor: findings } = require('./stack');
+const { stopAfter, doctor: findings, burst: burstOf } = require('./stack');
 const { sleep } = require('../lib/util');
 
 const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
@@ -29,12 +29,7 @@ async function startWatched(t, options = {}) {
   return stack;
 }
 
-/** n GETs at once: { status: count }. */
-async function burst(stack, n = 16) {
-  const out = {};
-  for (const r of await Promise.all(Array.from({ length: n }, () => fetch(stack.url)))) out[r.status] = (out[r.status] || 0) + 1;
-  return out;
-}
+const burst = (stack) => burstOf(stack.url);
 
 /** Bursts until one is all 200 (at most `tries`): how many it took and the ms since `since`. */
 async function backAfter(stack, since, tries = 50) {

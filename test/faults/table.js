@@ -95,6 +95,21 @@ function acceptQueueRow(key, f) {
   ];
 }
 
+function appEmfileRow(key, f) {
+  return [
+    'the app\'s open-files limit (RLIMIT_NOFILE) too low for the load: accept() fails with EMFILE',
+    '502 for each request whose upstream connection the app could not take; the others 200',
+    `\`${f.nginx}\` (${f.nginxResets} lines)`,
+    `${f.doctorLevel}: ${f.doctor}; fix: ${f.fix}`,
+    'the unit\'s LimitNOFILE (tunekit_app_limit_nofile); the app itself logs nothing (libuv closes the connections past the limit unread) and keeps serving',
+    [
+      `limit ${f.limit} on the worker (8 descriptors of room), ${f.requests} requests at once held 500 ms: ${counts(f.burst)};`,
+      `app log lines about it: ${f.appLogLines}; the same worker afterwards, one request at a time: ${counts(f.after)}.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 function keepaliveRaceRow(key, f) {
   const status = (c) => Object.entries(c.status).map(([k, v]) => `${v} x ${k}`).join(', ');
   return [
@@ -167,6 +182,7 @@ const ROWS = {
   'app-stopped': appStoppedRow,
   'socket-eacces': socketEaccesRow,
   'accept-queue': acceptQueueRow,
+  'app-emfile': appEmfileRow,
   'keepalive-race': keepaliveRaceRow,
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,
