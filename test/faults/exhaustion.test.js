@@ -17,6 +17,12 @@ const { stopAfter, doctor, errorLog, burst } = require('./stack');
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
 
 test('app open-files limit too low (EMFILE): 502 for the connections past it, the runner keeps serving and logs nothing, doctor names the limit', { timeout: 120_000 }, async (t) => {
+  // The limits are given back before the stack stops (hooks run in order), so a
+  // worker drains with the descriptors it needs.
+  const lowered = [];
+  t.after(() => {
+    for (const { pid, was } of lowered) spawnSync('prlimit', ['--pid', String(pid), `--nofile=${was}`]);
+  });
   const stack = await startStack({ upstream: 'uds', workers: 1 });
   stopAfter(t, stack);
   assert.equal((await fetch(stack.url)).status, 200);
@@ -26,6 +32,8 @@ test('app open-files limit too low (EMFILE): 502 for the connections past it, th
   const limits = [];
   for (const pid of children) {
     const room = fs.readdirSync(`/proc/${pid}/fd`).length + 8;
+    const [soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
+    lowered.push({ pid, was: `${soft}:${hard}` });
     const r = spawnSync('prlimit', ['--pid', String(pid), `--nofile=${room}:${room}`], { encoding: 'utf8' });
     assert.equal(r.status, 0, `prlimit --pid ${pid}: ${r.stderr}`);
     limits.push(room);
