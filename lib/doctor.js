@@ -47,7 +47,15 @@ function nofile(pid) {
 }
 
 
-/** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, pids }]. */
+/** Processes among pids stopped by a signal (state T in /proc/PID/stat: SIGSTOP, a debugger). */
+function stoppedOf(pids) {
+  return [...new Set(pids)].filter((pid) => {
+    const t = readText(`/proc/${pid}/stat`);
+    return t && /^\S+ \(.*\) [tT] /s.test(t);
+  });
+}
+
+/** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }]. */
 function listeners() {
   const out = [];
   for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
@@ -56,11 +64,12 @@ function listeners() {
     for (const line of r.stdout.split('\n')) {
       const f = line.trim().split(/\s+/);
       if (f.length < 5) continue;
-      // unix: Netid State Recv-Q Send-Q Local Inode Peer Inode users   (Send-Q = backlog)
+      // unix: Netid State Recv-Q Send-Q Local Inode Peer Inode users   (Send-Q = backlog,
+      //       Recv-Q = connections waiting to be accepted)
       // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), local: f[4], pids });
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), local: f[3], pids });
       }
@@ -69,11 +78,17 @@ function listeners() {
   return out;
 }
 
-/** Can `user` connect() to the socket at `file`: write on it, search on every parent. */
+/**
+ * Can `user` connect() to the socket at `file`: write on it, search on every parent.
+ * When not, why names the file, its mode, owner and group, and the user's groups.
+ */
 function access(file, user) {
-  const u = accounts.users().get(user);
+  const all = accounts.users();
+  const u = all.get(user);
   if (!u) return { ok: false, why: `user ${user} does not exist` };
   const gids = new Set([u.gid, ...accounts.groups().filter((g) => g.members.includes(user)).map((g) => g.gid)]);
+  const owner = (uid) => [...all].find(([, v]) => v.uid === uid)?.[0] ?? uid;
+  const bits = (st) => `mode ${(st.mode & 0o777).toString(8)}, owner ${owner(st.uid)}, group ${accounts.groupName(st.gid)}; ${user}'s groups: ${[...gids].map(accounts.groupName).join(', ')}`;
   const may = (st, bits) => {
     if (u.uid === 0) return true;
     if (st.uid === u.uid) return ((st.mode >> 6) & bits) === bits;
@@ -89,10 +104,10 @@ function access(file, user) {
   }
   for (const d of chain) {
     const st = fs.statSync(d);
-    if (!may(st, 1)) return { ok: false, why: `${user} cannot search ${d} (mode ${(st.mode & 0o777).toString(8)})` };
+    if (!may(st, 1)) return { ok: false, file: d, why: `${user} cannot search ${d} (${bits(st)})` };
   }
   const st = fs.statSync(file);
-  if (!may(st, 2)) return { ok: false, why: `${user} has no write permission on ${file} (mode ${(st.mode & 0o777).toString(8)})` };
+  if (!may(st, 2)) return { ok: false, file, why: `${user} has no write permission on ${file} (${bits(st)})` };
   return { ok: true };
 }
 
@@ -220,7 +235,9 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     const l = live.find((x) => x.kind === 'unix' && x.local === p);
     if (l) {
       entry.backlog = l.backlog;
+      entry.queued = l.queued;
       entry.pids = l.pids;
+      entry.stopped = stoppedOf(l.pids);
       entry.nofile = [...new Set(l.pids)].map(nofile).filter((n) => n != null);
     }
     facts.sockets.push(entry);
@@ -234,6 +251,29 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     healthzError: hz && (hz.error || (hz.status !== 200 ? `HTTP ${hz.status}` : null)),
   };
   return facts;
+}
+
+/**
+ * nginx's user may not connect() to the socket (EACCES): [what, fix]. When the
+ * socket's mode or group differs from what app.json binds it with, it was changed
+ * after the runner bound it, and restoring them (or restarting the app) is the fix.
+ */
+function accessFailure(s, settings) {
+  const octal = (m) => m.toString(8).padStart(4, '0');
+  const what = `EACCES: ${s.nginxAccess.why}: nginx answers 502 with "(13: Permission denied)"`;
+  const wantMode = settings && settings.socketMode != null ? parseInt(String(settings.socketMode), 8) : null;
+  const wantGroup = settings && settings.socketGroup && !/^\d+$/.test(String(settings.socketGroup)) ? String(settings.socketGroup) : null;
+  const changed = [];
+  if (wantMode != null && wantMode !== s.mode) changed.push(`mode ${octal(s.mode)} (app.json binds it ${octal(wantMode)})`);
+  if (wantGroup && wantGroup !== s.group) changed.push(`group ${s.group} (app.json: ${wantGroup})`);
+  if (s.nginxAccess.file === s.path && changed.length) {
+    return [`${what}; the socket has ${changed.join(' and ')}: changed after the runner bound it`,
+      `restore them (chmod ${octal(wantMode ?? s.mode)} ${s.path}${wantGroup ? `; chgrp ${wantGroup} ${s.path}` : ''}), or restart the app (systemctl restart tunekit-app): its runner binds the socket with mode ${octal(wantMode ?? s.mode)}${wantGroup ? ` and group ${wantGroup}` : ''}`];
+  }
+  if (s.nginxAccess.file && s.nginxAccess.file !== s.path) {
+    return [what, `give ${s.nginxAccess.file} search permission for nginx's user (on a host the app's RuntimeDirectory= with RuntimeDirectoryMode=0750 and group ${wantGroup || s.dirGroup}; restarting the app recreates it)`];
+  }
+  return [what, `add nginx's user to group ${s.group} and make the directory group-searchable`];
 }
 
 /** The parts of nginx's effective config the cross-layer rules need. */
@@ -407,13 +447,21 @@ function analyze(facts, def = config.resolve()) {
     if (s.dirMode & 0o007) add('socket-dir', 'warn', `${path.dirname(s.path)} is mode ${s.dirMode.toString(8)}: others may search it`, 'use mode 0750 (RuntimeDirectoryMode)');
     if (s.nginxAccess) {
       if (s.nginxAccess.ok) add('socket-access', 'ok', `nginx's user may connect to ${s.path}`);
-      else add('socket-access', 'fail', `${s.nginxAccess.why}: nginx answers 502 with "(13: Permission denied)"`, `add nginx's user to group ${s.group} and make the directory group-searchable`);
+      else add('socket-access', 'fail', ...accessFailure(s, app && app.settings));
     }
     if (s.nofile && s.nofile.length) {
       const low = Math.min(...s.nofile);
-      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: it fails with EMFILE near ${low} connections`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
+      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: near ${low} connections accept() fails with EMFILE, and the connections past it are closed unread without a log line (libuv's reserve descriptor); nginx answers 502 with "recv() failed (104: Connection reset by peer)"`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
       else add('app-nofile', 'ok', `app processes may open ${low} files`);
     }
+  }
+  // A full accept queue: on a Unix socket connect() does not wait, it fails at once.
+  for (const s of facts.sockets) {
+    if (s.queued == null || s.backlog == null || s.queued <= s.backlog) continue;
+    const stopped = s.stopped && s.stopped.length ? `app processes ${s.stopped.join(', ')} are stopped (state T: SIGSTOP, a debugger)` : 'the app\'s workers are not accepting (a blocked event loop, or all busy)';
+    add('accept-queue', 'fail', `accept queue of ${s.path} is full (${s.queued} connections waiting, backlog ${s.backlog}): ${stopped}; nginx's connect() fails at once with "(11: Resource temporarily unavailable)" (EAGAIN; a Unix socket does not wait as TCP does): 502`,
+      s.stopped && s.stopped.length ? `resume them (kill -CONT ${s.stopped.join(' ')}) or restart the app; find what stopped them`
+        : 'find what blocks the workers (their CPU, a synchronous call); a larger backlog (tunekit_listen_backlog, up to net.core.somaxconn) only absorbs bursts');
   }
   // The socket file is gone but the app still listens on the (deleted) path.
   for (const s of facts.sockets) {

@@ -27,6 +27,7 @@ const renderer = require('./render');
 const { nginxBinary } = require('./nginx');
 const { ROOT } = require('./template');
 const { StackError } = require('./errors');
+const accounts = require('./accounts');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 const STOCK_PROFILE = path.join(ROOT, 'ansible/profiles/stock.yml');
@@ -155,6 +156,23 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
 }
 
 /**
+ * Rewrite a rendered tree so nginx's workers run as `user` and may reach the
+ * socket through its group (mode tunekit_socket_mode), the layout a host has
+ * (nginx's user in tunekit_socket_group).
+ */
+function workersAs(user, dir, vars) {
+  const u = accounts.users().get(user);
+  if (!u) throw new StackError(`nginxUser ${user} does not exist on this machine: pass an existing unprivileged user (www-data, nobody)`);
+  const group = accounts.groupName(u.gid);
+  const conf = stackFiles(dir).nginxConf;
+  fs.writeFileSync(conf, fs.readFileSync(conf, 'utf8').replace(/^user [^;]+;/m, `user ${user} ${group};`));
+  const app = vars.tunekit_app_config_path;
+  fs.writeFileSync(app, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(app, 'utf8')), socketGroup: group }, null, 2)}\n`);
+  fs.chmodSync(dir, 0o711); // mkdtemp's 0700 would stop the workers at the top
+  fs.chownSync(vars.tunekit_socket_dir, process.getuid(), u.gid);
+}
+
+/**
  * Render and start nginx + the cluster on loopback.
  * @param {object} [o]
  * @param {'uds'|'tcp'|'per-worker'} [o.upstream]  default uds (tcp for the stock profile)
@@ -173,6 +191,11 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
  *                                     before the runner starts. They skip the render's cross-layer
  *                                     checks on purpose (the fault suite's inverted keep-alive
  *                                     timeouts); the runner's own checks still apply
+ * @param {string|null} [o.nginxUser]  run nginx's workers as this user, as on a host (the master
+ *                                     stays root): the socket and its directory get the user's
+ *                                     primary group, the tree's top directory is searchable. A
+ *                                     prefixed render runs them as the caller, and root's workers
+ *                                     pass every permission check (the fault suite's EACCES case)
  */
 async function startStack({
   upstream = null,
@@ -187,6 +210,7 @@ async function startStack({
   env = {},
   detached = false,
   unsafeAppSettings = null,
+  nginxUser = null,
 } = {}) {
   const profiles = config.choices('tunekit_profile');
   if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
@@ -239,6 +263,7 @@ async function startStack({
       const file = vars.tunekit_app_config_path;
       fs.writeFileSync(file, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), ...unsafeAppSettings }, null, 2)}\n`);
     }
+    if (nginxUser) workersAs(nginxUser, dir, vars);
     if (!detached) process.on('exit', onExit);
 
     const appOut = fs.openSync(files.appLog, 'a');

@@ -6,21 +6,38 @@
 //     needs a new upstream connection is a 502 (connect() fails with ENOENT) while
 //     the app runs on, unreachable by path.
 //   - the app stopped (killed; its socket file left behind): ECONNREFUSED, 502.
+//   - the socket's mode changed so nginx's workers (run as www-data, as on a
+//     host) may not connect: EACCES, 502 on every new upstream connection.
+//   - the app's workers stopped (SIGSTOP) with a tiny backlog: the accept queue
+//     fills, and nginx's connect() fails at once with EAGAIN, 502.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const { startStack } = require('../../lib/stack');
 const { signal } = require('../../lib/proc');
 const { record } = require('./report');
-const { stopAfter, doctor: findings } = require('./stack');
+const { stopAfter, doctor: findings, burst: burstOf } = require('./stack');
+const { sleep } = require('../lib/util');
 
 const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
+const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/socket.test.js';
 
-async function startWatched(t) {
-  const stack = await startStack({ upstream: 'uds', workers: 2 });
+async function startWatched(t, options = {}) {
+  const stack = await startStack({ upstream: 'uds', workers: 2, ...options });
   stopAfter(t, stack);
   assert.equal((await fetch(stack.url)).status, 200);
   return stack;
+}
+
+const burst = (stack) => burstOf(stack.url);
+
+/** Bursts until one is all 200 (at most `tries`): how many it took and the ms since `since`. */
+async function backAfter(stack, since, tries = 50) {
+  for (let i = 1; i <= tries; i++) {
+    const b = await burst(stack);
+    if (b[200] === 16) return { bursts: i, ms: Date.now() - since };
+  }
+  return null;
 }
 
 function errnoLine(stack, re) {
@@ -32,10 +49,9 @@ test('socket file deleted under a running stack: 502 with ENOENT, named by docto
   const stack = await startWatched(t);
   fs.unlinkSync(stack.socketPath);
   // More requests at once than the pool holds idle: some need a new connection.
-  const burst = {};
-  for (const r of await Promise.all(Array.from({ length: 16 }, () => fetch(stack.url)))) burst[r.status] = (burst[r.status] || 0) + 1;
-  assert.deepEqual(Object.keys(burst).filter((k) => k !== '200' && k !== '502'), [], 'pooled connections answer 200, new ones 502');
-  assert.ok(burst[502] > 0, `a request needing a new upstream connection got 502: ${JSON.stringify(burst)}`);
+  const b = await burst(stack);
+  assert.deepEqual(Object.keys(b).filter((k) => k !== '200' && k !== '502'), [], 'pooled connections answer 200, new ones 502');
+  assert.ok(b[502] > 0, `a request needing a new upstream connection got 502: ${JSON.stringify(b)}`);
   const line = errnoLine(stack, /connect\(\) to unix:.* failed \(2: No such file or directory\)/);
   assert.ok(line, 'nginx logged connect() ... (2: No such file or directory)');
   const fails = doctor(stack);
@@ -43,8 +59,8 @@ test('socket file deleted under a running stack: 502 with ENOENT, named by docto
   assert.ok(named, `doctor names the deleted socket: ${JSON.stringify(fails)}`);
   assert.ok(named.what.includes(`socket file ${stack.socketPath} was deleted`));
   assert.match(named.fix, /restart the app/);
-  t.diagnostic(`burst after delete: ${JSON.stringify(burst)}; doctor: ${named.what} | fix: ${named.fix}`);
-  record('socket-deleted', { command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/socket.test.js', burst, nginx: line, doctor: named.what, fix: named.fix });
+  t.diagnostic(`burst after delete: ${JSON.stringify(b)}; doctor: ${named.what} | fix: ${named.fix}`);
+  record('socket-deleted', { command: COMMAND, burst: b, nginx: line, doctor: named.what, fix: named.fix });
 });
 
 test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by doctor', { timeout: 120_000 }, async (t) => {
@@ -67,5 +83,88 @@ test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by 
   assert.ok(named, 'doctor names the stopped app');
   assert.match(named.what, /ECONNREFUSED/);
   t.diagnostic(`doctor: ${named.what} | fix: ${named.fix}`);
-  record('app-stopped', { command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/socket.test.js', status: res.status, nginx: line, doctor: named.what, fix: named.fix });
+  record('app-stopped', { command: COMMAND, status: res.status, nginx: line, doctor: named.what, fix: named.fix });
+});
+
+test('socket mode changed so nginx\'s workers may not connect: 502 with EACCES, named by doctor; back once restored', { timeout: 120_000 }, async (t) => {
+  // Root's workers pass every permission check (CAP_DAC_OVERRIDE), and a prefixed
+  // stack runs nginx as its caller: the same chmod changes nothing there.
+  const asRoot = await startWatched(t);
+  fs.chmodSync(asRoot.socketPath, 0o000);
+  const rootBurst = await burst(asRoot);
+  assert.deepEqual(rootBurst, { 200: 16 }, 'workers running as root connect to a mode 0000 socket');
+  await asRoot.stop();
+
+  // As on a host: workers as www-data, the socket 0660 in www-data's group.
+  const stack = await startWatched(t, { nginxUser: 'www-data' });
+  assert.equal(doctor(stack).find((f) => f.id === 'socket-access'), undefined, 'www-data may connect before the change');
+  const mode = fs.statSync(stack.socketPath).mode & 0o777;
+  fs.chmodSync(stack.socketPath, 0o600);
+  const b = await burst(stack);
+  assert.deepEqual(Object.keys(b).filter((k) => k !== '200' && k !== '502'), [], 'pooled connections answer 200, new ones 502');
+  assert.ok(b[502] > 0, `a request needing a new upstream connection got 502: ${JSON.stringify(b)}`);
+  const line = errnoLine(stack, /connect\(\) to unix:.* failed \(13: Permission denied\)/);
+  assert.ok(line, 'nginx logged connect() ... (13: Permission denied)');
+  const named = doctor(stack).find((f) => f.id === 'socket-access');
+  assert.ok(named, 'doctor names the socket nginx may not connect to');
+  assert.ok(named.what.startsWith(`EACCES: www-data has no write permission on ${stack.socketPath} (mode 600, owner root, group www-data;`), named.what);
+  assert.match(named.what, /the socket has mode 0600 \(app\.json binds it 0660\): changed after the runner bound it/);
+  assert.match(named.fix, new RegExp(`chmod 0660 ${stack.socketPath}.*or restart the app`));
+
+  const restored = Date.now();
+  fs.chmodSync(stack.socketPath, mode);
+  const back = await backAfter(stack, restored);
+  assert.ok(back, 'every request is answered 200 again once the mode is restored');
+  t.diagnostic(`root workers, mode 0000: ${JSON.stringify(rootBurst)}; www-data, mode 0600: ${JSON.stringify(b)}; doctor: ${named.what} | fix: ${named.fix}; back: ${JSON.stringify(back)}`);
+  record('socket-eacces', { command: COMMAND, rootBurst, burst: b, nginx: line, doctor: named.what, fix: named.fix, back });
+});
+
+test('app workers stopped, a tiny backlog: the accept queue fills and nginx gets EAGAIN at once, 502; named by doctor', { timeout: 120_000 }, async (t) => {
+  const backlog = 2;
+  const stopped = [];
+  // Registered before the stack's own stop, so it runs first: a stopped worker never drains.
+  t.after(() => { for (const pid of stopped) signal(pid, 'SIGCONT'); });
+  const stack = await startWatched(t, { set: [`tunekit_app_backlog=${backlog}`] });
+  stopped.push(...stack.pids().app.slice(1)); // the workers (and a spare, if the runner keeps one)
+  assert.ok(stopped.length >= 2, 'two app workers');
+  for (const pid of stopped) signal(pid, 'SIGSTOP');
+
+  // 24 requests at once: a few go out on nginx's idle upstream connections or
+  // wait in the accept queue (backlog + 1); the rest are refused with EAGAIN.
+  const n = 24;
+  const settled = {};
+  let done = 0;
+  const all = Promise.all(Array.from({ length: n }, () => fetch(stack.url).then((r) => {
+    settled[r.status] = (settled[r.status] || 0) + 1;
+    done += 1;
+    return r.status;
+  })));
+  // The refused ones come back at once; wait until that stops (bounded).
+  for (let i = 0, last = -1, still = 0; i < 100 && still < 5; i++) {
+    await sleep(100);
+    still = done && done === last ? still + 1 : 0;
+    last = done;
+  }
+  const whileStopped = { ...settled };
+  const waiting = n - done;
+  assert.deepEqual(Object.keys(whileStopped), ['502'], `while the workers are stopped only 502s come back: ${JSON.stringify(whileStopped)}`);
+  assert.ok(waiting >= backlog + 1, `at least the accept queue's ${backlog + 1} requests wait (${waiting} wait)`);
+  const line = errnoLine(stack, /connect\(\) to unix:.* failed \(11: Resource temporarily unavailable\)/);
+  assert.ok(line, 'nginx logged connect() ... (11: Resource temporarily unavailable)');
+  const named = doctor(stack).find((f) => f.id === 'accept-queue');
+  assert.ok(named, 'doctor names the full accept queue');
+  assert.ok(named.what.startsWith(`accept queue of ${stack.socketPath} is full (${backlog + 1} connections waiting, backlog ${backlog}): app processes `), named.what);
+  const pids = /app processes ([\d, ]+) are stopped/.exec(named.what)[1].split(', ').map(Number);
+  assert.ok(pids.length >= 2 && pids.every((p) => stopped.includes(p)), `doctor names the stopped workers: ${pids} of ${stopped}`);
+  assert.match(named.fix, new RegExp(`kill -CONT ${pids.join(' ')}`));
+
+  const resumed = Date.now();
+  for (const pid of stopped) signal(pid, 'SIGCONT');
+  const statuses = await all;
+  const waitedMs = Date.now() - resumed;
+  assert.equal(statuses.filter((s) => s === 200).length, waiting, 'every request that waited is answered 200 once the workers run');
+  const back = await backAfter(stack, resumed);
+  assert.ok(back, 'every request is answered 200 again');
+  t.diagnostic(`while stopped: ${JSON.stringify(whileStopped)}, ${waiting} waiting; doctor: ${named.what} | fix: ${named.fix}; waiting ones answered ${waitedMs} ms after SIGCONT; back: ${JSON.stringify(back)}`);
+  record('accept-queue', { command: COMMAND, backlog, requests: n, whileStopped, waiting, nginx: line, doctor: named.what, fix: named.fix, waitedMs, back });
 });

@@ -46,7 +46,14 @@ function doctor(stack) {
   return JSON.parse(r.stdout).findings;
 }
 
+/** n GETs of url at once: { status: count }. */
+async function burst(url, n = 16) {
+  const out = {};
+  for (const r of await Promise.all(Array.from({ length: n }, () => fetch(url)))) out[r.status] = (out[r.status] || 0) + 1;
+  return out;
+}
+
 /** nginx's error log, one entry per line. */
 const errorLog = (stack) => fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter(Boolean);
 
-module.exports = { startHashStack, stopAfter, doctor, errorLog };
+module.exports = { startHashStack, stopAfter, doctor, errorLog, burst };

@@ -62,6 +62,54 @@ function appStoppedRow(key, f) {
   ];
 }
 
+const counts = (c) => Object.entries(c).map(([k, v]) => `${v} x ${k}`).join(', ');
+
+function socketEaccesRow(key, f) {
+  return [
+    'app socket\'s mode changed (chmod 0600) so nginx\'s worker user may not connect',
+    'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502',
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'the runner binds the socket with the mode and group of app.json from its first moment (tunekit_socket_mode, tunekit_socket_group); restore them or restart the app',
+    [
+      `16 requests at once after the chmod, workers as www-data: ${counts(f.burst)};`,
+      `the same with the local stack's default (workers as root) and mode 0000: ${counts(f.rootBurst)}.`,
+      `Once the mode is restored, the first burst of 16 all 200 after ${f.back.ms} ms (burst ${f.back.bursts}).`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+function acceptQueueRow(key, f) {
+  return [
+    `accept queue of the app socket full: the app's workers stopped (SIGSTOP), backlog ${f.backlog}`,
+    '502 at once for each request that needs a new upstream connection beyond the queue; requests already queued or on pooled connections wait, and are answered once the workers run',
+    `\`${f.nginx}\``,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'tunekit_listen_backlog (4096, with net.core.somaxconn raised to match) absorbs bursts; nothing helps workers that do not accept',
+    [
+      `${f.requests} requests at once with the workers stopped: ${counts(f.whileStopped)}, ${f.waiting} waiting;`,
+      `the waiting ones answered 200 ${f.waitedMs} ms after SIGCONT; the first burst of 16 all 200 after ${f.back.ms} ms${f.back.bursts > 1 ? ` (the ${f.back.bursts - 1} before it overflowed a queue of ${f.backlog} again)` : ' (the first one)'}.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+function appEmfileRow(key, f) {
+  return [
+    'the app\'s open-files limit (RLIMIT_NOFILE) too low for the load: accept() fails with EMFILE',
+    '502 for each request whose upstream connection the app could not take; the others 200',
+    `\`${f.nginx}\` (${f.nginxResets} lines)`,
+    `${f.doctorLevel}: ${f.doctor}; fix: ${f.fix}`,
+    'the unit\'s LimitNOFILE (tunekit_app_limit_nofile); the app itself logs nothing (libuv closes the connections past the limit unread) and keeps serving',
+    [
+      `limit ${f.limit} on the worker (8 descriptors of room), ${f.requests} requests at once held 500 ms: ${counts(f.burst)};`,
+      `app log lines about it: ${f.appLogLines}; the same worker afterwards, one request at a time: ${counts(f.after)}.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 function keepaliveRaceRow(key, f) {
   const status = (c) => Object.entries(c.status).map(([k, v]) => `${v} x ${k}`).join(', ');
   return [
@@ -127,12 +175,17 @@ function abuseRows(key, f) {
   });
 }
 
+// doctor on a local stack of the large profile: its one fail is the app's
+// open-files limit, inherited from the shell that started the stack.
+const heldDoctor = (f) => (f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}${f.doctorFails.includes('nofile')
+  ? ' (the local stack\'s app inherits the shell\'s open-files limit, below the large profile\'s; systemd\'s LimitNOFILE sets it on a host)' : ''}` : 'no fail');
+
 function heldIdleRow(key, f) {
   return [
     `${f.clients} client keep-alive connections at once, then idle (the large profile: worker_connections ${f.workerConnections})`,
     `${f.ok} of ${f.clients} answered 200, ${f.failed} failed; ${f.closed} closed while idle`,
     f.nginxLines ? `${f.nginxLines} lines at warn: ${f.nginxSample}` : 'nothing at warn',
-    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}${f.doctorFails.includes('nofile') ? ' (the local stack\'s app inherits the shell\'s open-files limit, below the large profile\'s; systemd\'s LimitNOFILE sets it on a host)' : ''}` : 'no fail',
+    heldDoctor(f),
     'worker_connections and worker_rlimit_nofile sized for the clients (ansible/profiles/large.yml); upstream keep-alive keeps the app behind its pool whatever the number of clients',
     [
       `Opened ${f.chunk} at a time in ${f.openS} s. The app accepted ${f.upstream} upstream connections while the requests were in flight; ${f.upstreamOpen} stayed open once every client was idle (pool ${f.pool} x ${f.nginxWorkers} nginx workers).`,
@@ -148,7 +201,7 @@ function heldSlowRow(key, f) {
     `clients that do not read their response: ${f.small.clients} x ${f.small.mib} MiB, then ${f.big.clients} x ${f.big.mib} MiB`,
     `the slow clients hold their responses; normal clients beside them: ${statuses(f.small)} and ${statuses(f.big)}`,
     `${f.small.mib} MiB: ${f.small.spilled} x "an upstream response is buffered to a temporary file"; ${f.big.mib} MiB: ${f.big.spilled} x (warn)`,
-    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail',
+    heldDoctor(f),
     `proxy buffering (nginx's default, kept): nginx reads the whole response off the app into proxy_buffers (${f.proxyBuffers}) and its temp files, so a slow client holds nginx, not a Node worker`,
     [
       `The app finished every response while no client read (${f.finished} in all): ${f.small.mib} MiB fits in the kernel's socket buffers, ${f.big.mib} MiB spills to nginx's temp files.`,
@@ -164,6 +217,9 @@ const ROWS = {
   reload: reloadRow,
   'socket-deleted': socketDeletedRow,
   'app-stopped': appStoppedRow,
+  'socket-eacces': socketEaccesRow,
+  'accept-queue': acceptQueueRow,
+  'app-emfile': appEmfileRow,
   'keepalive-race': keepaliveRaceRow,
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,

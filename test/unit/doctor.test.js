@@ -95,6 +95,31 @@ test('a socket others may use, or nginx may not reach, fails', () => {
   assert.match(acc.what, /Permission denied/);
 });
 
+test('a socket whose mode or group changed after the bind: EACCES, named with the mode app.json binds, and the fix', () => {
+  const why = 'www-data has no write permission on /run/app/app.sock (mode 600, owner app, group www-data; www-data\'s groups: www-data)';
+  const f = facts({
+    app: { settings: { socketMode: '0660', socketGroup: 'www-data' }, healthz: null },
+    sockets: [{ path: '/run/app/app.sock', exists: true, isSocket: true, mode: 0o600, group: 'www-data', dirMode: 0o750, nginxAccess: { ok: false, file: '/run/app/app.sock', why } }],
+  });
+  const acc = doctor.analyze(f).find((x) => x.id === 'socket-access');
+  assert.equal(acc.level, 'fail');
+  assert.equal(acc.what, `EACCES: ${why}: nginx answers 502 with "(13: Permission denied)"; the socket has mode 0600 (app.json binds it 0660): changed after the runner bound it`);
+  assert.match(acc.fix, /chmod 0660 \/run\/app\/app\.sock; chgrp www-data .*or restart the app/);
+  // The group changed instead; the mode is the configured one.
+  f.sockets[0] = { ...f.sockets[0], mode: 0o660, group: 'root' };
+  assert.match(doctor.analyze(f).find((x) => x.id === 'socket-access').what, /the socket has group root \(app\.json: www-data\)/);
+});
+
+test('a full accept queue on the app socket fails, naming stopped app processes', () => {
+  const sock = { path: '/run/app/app.sock', exists: true, isSocket: true, mode: 0o660, group: 'app', dirMode: 0o750, backlog: 2, queued: 3, pids: [10, 11, 12], stopped: [11, 12] };
+  const q = doctor.analyze(facts({ sockets: [sock] })).find((x) => x.id === 'accept-queue');
+  assert.equal(q.level, 'fail');
+  assert.match(q.what, /full \(3 connections waiting, backlog 2\): app processes 11, 12 are stopped .*\(11: Resource temporarily unavailable\)/);
+  assert.match(q.fix, /kill -CONT 11 12/);
+  // Not full: no such finding.
+  assert.equal(doctor.analyze(facts({ sockets: [{ ...sock, queued: 2 }] })).find((x) => x.id === 'accept-queue'), undefined);
+});
+
 test('access() follows search permission on every parent directory', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-doc-'));
   try {
@@ -106,7 +131,8 @@ test('access() follows search permission on every parent directory', () => {
     fs.chmodSync(dir, 0o750);
     const r = doctor.access(file, 'nobody');
     assert.equal(r.ok, false);
-    assert.match(r.why, /nobody cannot search .* \(mode 750\)/);
+    assert.match(r.why, /nobody cannot search .* \(mode 750, owner root, group root; nobody's groups: nogroup\)/);
+    assert.equal(r.file, dir);
     fs.chmodSync(dir, 0o755);
     fs.chmodSync(file, 0o644);
     assert.match(doctor.access(file, 'nobody').why, /no write permission/);
