@@ -137,6 +137,51 @@ const DEFAULT_NGINX_CONF = '/etc/nginx/nginx.conf';
 const DEFAULT_APP_CONFIG = '/etc/tunekit-app/app.json';
 
 // The cause of a failed read, and what to do about it.
+// nginx's error log: the limits only its alerts show, once they were hit.
+const DEFAULT_NGINX_ERROR_LOG = '/var/log/nginx/error.log';
+const ERROR_LOG_TAIL = 256 * 1024;
+const ERROR_LOG_HOURS = 24;
+const ERROR_LOG_ALERTS = [
+  ['worker-connections', /worker_connections are not enough/],
+  ['nginx-rlimit', /setrlimit\(RLIMIT_NOFILE, \d+\) failed/],
+  ['nginx-emfile', /\(24: Too many open files\)/],
+];
+
+/**
+ * The alerts of ERROR_LOG_ALERTS in the tail of nginx's error log, from the
+ * last ERROR_LOG_HOURS: {id: {count, last}}; null when the log cannot be read.
+ * `now` is for tests.
+ */
+function errorLogAlerts(file, now = Date.now()) {
+  let text;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const buf = Buffer.alloc(Math.min(size, ERROR_LOG_TAIL));
+      fs.readSync(fd, buf, 0, buf.length, size - buf.length);
+      text = buf.toString('utf8');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  const out = {};
+  for (const line of text.split('\n')) {
+    const m = /^(\d{4})\/(\d\d)\/(\d\d) (\d\d):(\d\d):(\d\d) /.exec(line);
+    if (!m) continue;
+    // nginx writes local time.
+    const at = new Date(+m[1], m[2] - 1, +m[3], +m[4], +m[5], +m[6]).getTime();
+    if (now - at > ERROR_LOG_HOURS * 3600e3) continue;
+    for (const [id, re] of ERROR_LOG_ALERTS) {
+      if (!re.test(line)) continue;
+      out[id] = { count: ((out[id] && out[id].count) || 0) + 1, last: line };
+    }
+  }
+  return out;
+}
+
 function readFailure(file, err) {
   if (err.code === 'ENOENT') return `${file} does not exist`;
   if (err.code === 'EACCES') {
@@ -191,6 +236,10 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     } else {
       facts.skipped.push({ layer: 'nginx processes', why: `no running nginx master (pid file ${facts.nginx.pidFile || 'not set'})` });
     }
+  }
+  if (facts.nginx) {
+    facts.nginx.alerts = errorLogAlerts(facts.nginx.errorLog);
+    if (facts.nginx.alerts) facts.read.push(`${facts.nginx.errorLog} (the last ${ERROR_LOG_TAIL / 1024} KiB, lines of the last ${ERROR_LOG_HOURS} h)`);
   }
   const live = listeners();
   facts.listeners = live;
@@ -322,6 +371,9 @@ function describeNginx(parsed) {
     pidFile: arg(child(tree, 'pid')),
     workerConnections: events && child(events.children, 'worker_connections') ? Number(arg(child(events.children, 'worker_connections'))) : 512,
     workerRlimitNofile: child(tree, 'worker_rlimit_nofile') ? Number(arg(child(tree, 'worker_rlimit_nofile'))) : null,
+    // The main error log (the first error_log of the main context; nginx's
+    // compiled-in default otherwise).
+    errorLog: arg(child(tree, 'error_log')) || DEFAULT_NGINX_ERROR_LOG,
     upstreams,
     proxies,
     listens,
@@ -455,6 +507,21 @@ function analyze(facts, def = config.resolve()) {
       else add('app-nofile', 'ok', `app processes may open ${low} files`);
     }
   }
+  // What nginx's error log says it ran out of (no live check can see a past peak).
+  const alerts = nginx && nginx.alerts;
+  if (alerts && alerts['worker-connections']) {
+    const a = alerts['worker-connections'];
+    add('worker-connections', 'fail', `nginx ran out of connections ${a.count} time(s) in the last ${ERROR_LOG_HOURS} h: "${a.last}"; each worker holds a client connection and an upstream one per proxied request, so worker_connections ${nginx.workerConnections} serve about ${Math.floor(nginx.workerConnections / 2)} requests at once; past that nginx closes idle keep-alive connections, then stops accepting: new clients wait in the listen queue or are closed unanswered`,
+      `raise worker_connections (tunekit_nginx_worker_connections; ansible/profiles/large.yml has 16384), and worker_rlimit_nofile with it (the kit derives 2x)`);
+  }
+  if (alerts && alerts['nginx-rlimit']) {
+    add('nginx-rlimit', 'warn', `nginx could not raise its open-files limit (${alerts['nginx-rlimit'].count} time(s) in the last ${ERROR_LOG_HOURS} h): "${alerts['nginx-rlimit'].last}"; its workers run with the limit they inherited`,
+      'raise the hard limit nginx starts with: LimitNOFILE= in nginx.service (the kit renders a drop-in that covers worker_rlimit_nofile)');
+  }
+  if (alerts && alerts['nginx-emfile']) {
+    add('nginx-emfile', 'fail', `nginx ran out of file descriptors ${alerts['nginx-emfile'].count} time(s) in the last ${ERROR_LOG_HOURS} h: "${alerts['nginx-emfile'].last}"`,
+      'raise worker_rlimit_nofile (the kit derives 2 x worker_connections) and nginx.service\'s LimitNOFILE');
+  }
   // A full accept queue: on a Unix socket connect() does not wait, it fails at once.
   for (const s of facts.sockets) {
     if (s.queued == null || s.backlog == null || s.queued <= s.backlog) continue;
@@ -485,4 +552,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access };
+module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts };

@@ -13,6 +13,7 @@ const { spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
 const { stopAfter, doctor, errorLog, burst } = require('./stack');
+const { until } = require('../lib/util');
 
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
 
@@ -69,5 +70,33 @@ test('app open-files limit too low (EMFILE): 502 for the connections past it, th
   record('app-emfile', {
     command: COMMAND, limit, requests: n, burst: b, nginx: resets[0].replace(/^.*?\[error\] \d+#\d+: \*\d+ /, '').replace(/, client:.*$/, ''),
     nginxResets: resets.length, appLogLines: emfileLines, after, doctorLevel: named.level, doctor: named.what, fix: named.fix,
+  });
+});
+
+test('nginx worker_connections too low: nginx logs that they are not enough, doctor names it from the error log with the fix', { timeout: 60_000 }, async (t) => {
+  // One nginx worker with 32 connections: each proxied request holds a client and
+  // an upstream connection, so 40 requests held 500 ms need far more.
+  const stack = await startStack({ upstream: 'uds', workers: 1, set: ['tunekit_nginx_worker_processes=1', 'tunekit_nginx_worker_connections=32', 'tunekit_nginx_upstream_keepalive=8'] });
+  stopAfter(t, stack);
+  const n = 40;
+  const settled = await Promise.allSettled(Array.from({ length: n }, () => fetch(`${stack.url}?delay_ms=500`, { signal: AbortSignal.timeout(3000) })));
+  const seen = {};
+  for (const r of settled) {
+    const k = r.status === 'fulfilled' ? String(r.value.status) : (r.reason.name === 'TimeoutError' ? 'no answer in 3 s' : 'closed without an answer');
+    seen[k] = (seen[k] || 0) + 1;
+  }
+  const alert = () => errorLog(stack).filter((l) => /worker_connections are not enough/.test(l));
+  await until('nginx to log that its worker_connections are not enough', () => alert().length > 0, 5000);
+  assert.ok((seen[200] || 0) < n, `not every request could be served: ${JSON.stringify(seen)}`);
+  const named = doctor(stack).find((f) => f.id === 'worker-connections');
+  assert.ok(named, 'doctor names the exhausted worker_connections');
+  assert.equal(named.level, 'fail');
+  assert.match(named.what, /worker_connections are not enough/, 'doctor quotes nginx\'s alert');
+  assert.match(named.what, /worker_connections 32 serve about 16 requests at once/);
+  assert.match(named.fix, /tunekit_nginx_worker_connections/);
+  t.diagnostic(`${JSON.stringify(seen)}; nginx: ${alert()[0]}; doctor: ${named.what} | fix: ${named.fix}`);
+  record('nginx-worker-connections', {
+    command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js', requests: n, seen,
+    nginx: alert()[0].replace(/^.*?\[(\w+)\] \d+#\d+: /, '[$1] '), alerts: alert().length, doctor: named.what, fix: named.fix,
   });
 });

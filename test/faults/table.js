@@ -212,6 +212,18 @@ function heldSlowRow(key, f) {
   ];
 }
 
+function workerConnectionsRow(key, f) {
+  const seen = Object.entries(f.seen).map(([k, v]) => `${v} x ${k}`).join(', ');
+  return [
+    'nginx\'s worker_connections too low for the load (one worker, 32 connections)',
+    `some requests answered; the others closed without an answer or left waiting (${seen})`,
+    `\`${f.nginx}\` (${f.alerts} line)`,
+    `fail: ${f.doctor}; fix: ${f.fix}`,
+    'tunekit_nginx_worker_connections sized per profile (4096; 16384 in the large profile), worker_rlimit_nofile derived (2x); doctor reads the alert from nginx\'s error log',
+    `${f.requests} requests at once, each held 500 ms by the app, clients giving up after 3 s: ${seen}. ${stamp(f)}`,
+  ];
+}
+
 // A row function returns one row, or (abuse) several.
 const ROWS = {
   reload: reloadRow,
@@ -223,6 +235,7 @@ const ROWS = {
   'keepalive-race': keepaliveRaceRow,
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,
+  'nginx-worker-connections': workerConnectionsRow,
   'held-idle': heldIdleRow,
   'held-slow': heldSlowRow,
 };

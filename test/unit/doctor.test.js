@@ -164,3 +164,31 @@ test('skipped layers are findings of their own, and a read error names its cause
   // Not a permission problem: no advice to become root.
   assert.doesNotMatch(read.fix, /root/);
 });
+
+test('nginx\'s error log: alerts of the last 24 hours are counted, older ones and other lines are not', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-doctor-log-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, 'error.log');
+  const now = new Date(2026, 10, 23, 14, 0, 0).getTime();
+  fs.writeFileSync(log, [
+    '2026/11/21 09:00:00 [warn] 12#12: 768 worker_connections are not enough, reusing connections',
+    '2026/11/23 13:10:00 [warn] 12#12: 768 worker_connections are not enough, reusing connections',
+    '2026/11/23 13:50:00 [warn] 12#12: 768 worker_connections are not enough, reusing connections',
+    '2026/11/23 13:51:00 [alert] 10#10: setrlimit(RLIMIT_NOFILE, 32768) failed (1: Operation not permitted)',
+    '2026/11/23 13:52:00 [error] 12#12: *5 connect() to unix:/run/app.sock failed (11: Resource temporarily unavailable)',
+    '',
+  ].join('\n'));
+  const alerts = doctor.errorLogAlerts(log, now);
+  assert.deepEqual(Object.keys(alerts).sort(), ['nginx-rlimit', 'worker-connections']);
+  assert.equal(alerts['worker-connections'].count, 2, 'the line of two days ago is not counted');
+  assert.match(alerts['worker-connections'].last, /^2026\/11\/23 13:50:00 /);
+  assert.equal(doctor.errorLogAlerts(path.join(dir, 'missing.log'), now), null);
+
+  const findings = doctor.analyze({ kernel: { somaxconn: 4096 }, nginx: { ...doctor.describeNginx(nginxconf.parseDump(DUMP)), alerts }, app: null, sockets: [] });
+  const wc = findings.find((f) => f.id === 'worker-connections');
+  assert.equal(wc.level, 'fail');
+  assert.match(wc.what, /2 time\(s\) in the last 24 h: "2026\/11\/23 13:50:00 .*"; .* worker_connections 4096 serve about 2048 requests at once/);
+  assert.match(wc.fix, /tunekit_nginx_worker_connections/);
+  assert.equal(findings.find((f) => f.id === 'nginx-rlimit').level, 'warn');
+  assert.equal(findings.find((f) => f.id === 'nginx-emfile'), undefined);
+});
