@@ -9,6 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const net = require('node:net');
 const { spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
@@ -98,5 +99,80 @@ test('nginx worker_connections too low: nginx logs that they are not enough, doc
   record('nginx-worker-connections', {
     command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js', requests: n, seen,
     nginx: alert()[0].replace(/^.*?\[(\w+)\] \d+#\d+: /, '[$1] '), alerts: alert().length, doctor: named.what, fix: named.fix,
+  });
+});
+
+// Connect `n` clients at once to a TCP port or a Unix socket; after `waitMs`,
+// how many connected, failed (by error code) or are still connecting.
+async function connectBurst(n, target, waitMs) {
+  const sockets = [];
+  const state = { connected: 0, pending: n, errors: {} };
+  for (let i = 0; i < n; i++) {
+    const s = net.connect(target);
+    sockets.push(s);
+    s.on('connect', () => { state.connected += 1; state.pending -= 1; });
+    s.on('error', (err) => { state.errors[err.code] = (state.errors[err.code] || 0) + 1; state.pending -= 1; });
+  }
+  await new Promise((res) => setTimeout(res, waitMs));
+  return { sockets, state: { ...state, errors: { ...state.errors } } };
+}
+
+test('a burst beyond the listen backlog: TCP clients wait (the kernel drops their SYN, they retry), Unix-socket clients are refused at once (EAGAIN)', { timeout: 60_000 }, async (t) => {
+  const stopped = [];
+  const sockets = [];
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    for (const pid of stopped) { try { process.kill(pid, 'SIGCONT'); } catch { /* gone */ } }
+  });
+  const backlog = 8;
+  const stack = await startStack({ upstream: 'uds', workers: 1, set: [`tunekit_listen_backlog=${backlog}`] });
+  stopAfter(t, stack);
+  assert.equal((await fetch(stack.url)).status, 200);
+  // Nothing accepts: nginx's workers and the app's worker stopped (processes this test started).
+  const { nginx, app } = stack.pids();
+  for (const pid of [...nginx.slice(1), ...app.slice(1)]) {
+    process.kill(pid, 'SIGSTOP');
+    stopped.push(pid);
+  }
+  const n = 40;
+  const tcp = await connectBurst(n, { host: '127.0.0.1', port: stack.port }, 1500);
+  const uds = await connectBurst(n, { path: stack.socketPath }, 500);
+  sockets.push(...tcp.sockets, ...uds.sockets);
+  t.diagnostic(`backlog ${backlog}: TCP ${JSON.stringify(tcp.state)}; UDS ${JSON.stringify(uds.state)}`);
+  // TCP: each accept queue holds backlog + 1 handshakes (with reuseport every
+  // nginx worker has its own); the other SYNs are dropped and retried by the
+  // client's kernel (1 s, 3 s, ...): no error, just a wait.
+  const queues = stack.vars.tunekit_nginx_reuseport ? nginx.length - 1 : 1;
+  assert.equal(tcp.state.connected, (backlog + 1) * queues, `TCP: backlog + 1 connections completed in each of ${queues} queues`);
+  assert.deepEqual(tcp.state.errors, {}, 'TCP: no client got an error');
+  assert.equal(tcp.state.pending, n - (backlog + 1) * queues, 'TCP: the rest still connecting');
+  // Unix socket: connect() fails at once with EAGAIN past the queue.
+  assert.equal(uds.state.connected, backlog + 1, 'UDS: backlog + 1 connections completed');
+  assert.equal(uds.state.errors.EAGAIN, n - backlog - 1, `UDS: the rest refused with EAGAIN: ${JSON.stringify(uds.state.errors)}`);
+
+  // Accepting again: every waiting TCP client connects (on a SYN retry) and is
+  // answered. Their 40 requests at once reach the app's Unix socket, whose queue
+  // (the same backlog of 8) overflows too: those get a 502 at once.
+  for (const s of uds.sockets) s.destroy();
+  const resumed = Date.now();
+  for (const pid of stopped.splice(0)) process.kill(pid, 'SIGCONT');
+  const answered = await Promise.all(tcp.sockets.map((s) => new Promise((resolve) => {
+    const ask = () => s.write('GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+    if (s.connecting) s.once('connect', ask);
+    else ask();
+    let head = '';
+    s.on('data', (d) => { head += d; });
+    s.on('close', () => resolve((/^HTTP\/1\.1 (\d{3})/.exec(head) || [])[1] || 'none'));
+    s.on('error', () => {});
+  })));
+  const waitedMs = Date.now() - resumed;
+  const statuses = answered.reduce((o, k) => ({ ...o, [k]: (o[k] || 0) + 1 }), {});
+  assert.deepEqual(Object.keys(statuses).filter((k) => k !== '200' && k !== '502'), [], `every TCP client answered, 200 or 502: ${JSON.stringify(statuses)}`);
+  assert.ok(statuses[200] > 0, 'the waiting clients are served once nginx accepts');
+  const eagain = errorLog(stack).filter((l) => /\(11: Resource temporarily unavailable\) while connecting to upstream/.test(l)).length;
+  assert.equal(eagain, statuses[502] || 0, 'each 502 is a connect() to the app\'s full Unix-socket queue (EAGAIN)');
+  record('backlog-burst', {
+    command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js', backlog, clients: n, queues,
+    tcp: tcp.state, uds: uds.state, tcpAnsweredMs: waitedMs, tcpStatuses: statuses, eagain,
   });
 });

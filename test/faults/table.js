@@ -224,6 +224,18 @@ function workerConnectionsRow(key, f) {
   ];
 }
 
+function backlogBurstRow(key, f) {
+  const st = (x) => Object.entries(x).map(([k, v]) => `${v} x ${k}`).join(', ');
+  return [
+    `a burst of ${f.clients} clients beyond the listen backlog (${f.backlog}) while nothing accepts (nginx's and the app's workers stopped)`,
+    `TCP to nginx: ${f.tcp.connected} connect (backlog + 1 per accept queue, ${f.queues} with reuseport), ${f.tcp.pending} wait with no error (their SYN dropped, retried); a client on the app's Unix socket: ${f.uds.connected} connect, ${f.uds.errors.EAGAIN || 0} refused at once with EAGAIN`,
+    f.eagain ? `once accepting, the TCP clients' burst overflows the app's queue too: \`connect() to unix:… failed (11: Resource temporarily unavailable)\` (${f.eagain} lines)` : 'nothing',
+    'while it lasts: accept-queue (the app socket\'s queue full, with the stopped pids)',
+    'tunekit_listen_backlog (4096) for nginx and the app, with net.core.somaxconn raised to match: a burst waits in the queue instead of a SYN retry (TCP, a second or more) or an immediate 502 (Unix socket)',
+    `After SIGCONT every TCP client was answered within ${f.tcpAnsweredMs} ms (${st(f.tcpStatuses)}). ${stamp(f)}`,
+  ];
+}
+
 // A row function returns one row, or (abuse) several.
 const ROWS = {
   reload: reloadRow,
@@ -236,6 +248,7 @@ const ROWS = {
   'restart-bodies': restartBodiesRow,
   abuse: abuseRows,
   'nginx-worker-connections': workerConnectionsRow,
+  'backlog-burst': backlogBurstRow,
   'held-idle': heldIdleRow,
   'held-slow': heldSlowRow,
 };
