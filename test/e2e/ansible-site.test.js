@@ -64,7 +64,7 @@ function leftovers(h) {
   return found;
 }
 
-test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, async (t) => {
+test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
     await stopHosts(hosts);

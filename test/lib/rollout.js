@@ -143,14 +143,15 @@ async function rolloutSteps({ step, hosts, runner, vars }) {
     const message = r.out.replace(/\s+/g, ' ');
     assert.match(message, new RegExp(`Health gate failed on ${first.name}: expected 5 2xx answers in a row from http://127\\.0\\.0\\.1:${port}/healthz \\(Host: localhost\\) with X-Tunekit-Release: ${deployed} within 8 s`));
     assert.match(message, new RegExp(`status 200, X-Tunekit-Release: ${before[0].release}`), 'the release seen is not named');
-    assert.match(message, /The app still serves the previous release: new workers did not start/);
+    assert.match(message, /The app still serves the previous release: the new code did not start/);
     assert.match(message, new RegExp(`Fix: look at .journalctl -u ${vars.tunekit_app_name}\\.service.`));
     assert.equal(r.recap[first.name]?.failed, 1, `recap: ${JSON.stringify(r.recap)}`);
     assert.ok(!r.recap[second.name] || r.recap[second.name].ok + r.recap[second.name].changed === 0, `${second.name} was touched: ${JSON.stringify(r.recap)}`);
     assert.deepEqual(readEvents(), [`drain ${first.name} ${first.ip}`], 'the failed host was put back, or the next one drained');
     // The second host: same code on disk, same release served.
     assert.equal(await sh(second, `sha256sum ${vars.tunekit_app_install_dir}/current/server.js`), codeBefore);
-    assert.deepEqual(await served(second), before[1]);
+    const still = await served(second);
+    assert.deepEqual([still.body.app, still.release], [before[1].body.app, before[1].release], `${second.name} changed`);
     // The first host: its old workers kept serving (the runner's reload keeps them
     // when a new one fails to load), which is why the release had to be checked.
     assert.equal((await served(first)).release, before[0].release);
