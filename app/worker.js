@@ -13,7 +13,9 @@
 //              to that primary, which binds the path and owns it.
 
 const cluster = require('node:cluster');
+const fs = require('node:fs');
 const net = require('node:net');
+const path = require('node:path');
 const { loadApp } = require('./load');
 const { MSG, PM2_READY } = require('./ipc');
 const { makeLogger, formatFor } = require('./log');
@@ -70,6 +72,25 @@ function readSettings() {
   return readSettingsFile(file);
 }
 
+// The release this worker runs: the file the Ansible role writes next to the
+// runner (INSTALL_DIR/release, a checksum of the code it deployed), read once at
+// start, so a worker keeps reporting the code it loaded. Sent as X-Tunekit-Release
+// on every response (the rollout's health gate compares it with what was
+// deployed) and given to the app as $TUNEKIT_RELEASE. No file: neither.
+const RELEASE_FILE = path.join(__dirname, '..', 'release');
+
+function readRelease() {
+  try {
+    const text = fs.readFileSync(RELEASE_FILE, 'utf8').trim();
+    return /^[\w.+-]{1,128}$/.test(text) ? text : null;
+  } catch {
+    return null;
+  }
+}
+
+const release = readRelease();
+if (release) process.env.TUNEKIT_RELEASE = release;
+
 function applyTimeouts(srv, s) {
   // nginx must close an idle upstream connection before Node does (the keep-alive
   // 502 race); headersTimeout above keepAliveTimeout; requestTimeout bounds a request.
@@ -121,6 +142,7 @@ function installDispatcher(srv) {
     }
     socket[INFLIGHT] += 1;
     res.once('close', () => { socket[INFLIGHT] -= 1; });
+    if (release) res.setHeader('x-tunekit-release', release);
     if (draining) {
       res.setHeader('connection', 'close');
       markClosing(socket);

@@ -7,7 +7,11 @@
 // keepAliveTimeout above nginx's upstream keepalive_timeout as deployed. A
 // second run changes nothing; check mode on a fresh host completes; a broken
 // nginx variable fails at validation while the old configuration keeps serving.
-// Teardown leaves no process, mount, veth or route.
+// The fleet rollout (test/lib/rollout.js): a good release rolls through the two
+// hosts one at a time under client load with no failed request; a release that
+// fails to load stops at the first host while the second keeps the old one.
+// Teardown leaves no process, mount, veth or route. The other runs deploy both
+// hosts at once (tunekit_serial=100%): they test the deploy, not the rollout.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -16,12 +20,13 @@ const path = require('node:path');
 const { runCommand } = require('../lib/util');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
+const { rolloutSteps } = require('../lib/rollout');
 const { resolve } = require('../../lib/config');
 
 const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
 const vars = resolve();
-const STEPS = 10; // the steps of the first test below
+const STEPS = 12; // the steps of the first test below
 
 let hosts = [];
 let runner;
@@ -59,7 +64,7 @@ function leftovers(h) {
   return found;
 }
 
-test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, async (t) => {
+test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
     await stopHosts(hosts);
@@ -73,7 +78,11 @@ test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, asyn
   hosts = await bootHosts(2, { name: 'tkans' });
   // These hosts serve nothing else: the kit may take :80 from Debian's welcome
   // page (a shared host's clashes have their own suite, shared-host.test.js).
-  runner = ansible.createRunner(hosts, { name: 'tunekit-ansible-e2e', groupVars: { tunekit_nginx_disable_sites: ['default'] } });
+  runner = ansible.createRunner(hosts, {
+    name: 'tunekit-ansible-e2e',
+    groupVars: { tunekit_nginx_disable_sites: ['default'] },
+    extraArgs: ['-e', 'tunekit_serial=100%'],
+  });
   tmp = runner.tmp;
 
   await step('check mode (--check --diff) on fresh hosts completes and changes nothing', async () => {
@@ -184,6 +193,8 @@ test('site.yml onto two booted systemd hosts', { timeout: 14 * 60 * 1000 }, asyn
         r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
     }
   });
+
+  await rolloutSteps({ step, hosts, runner, vars });
 
   await step('tunekit loadtest drives a deployed host over the veth', async () => {
     const out = path.join(tmp, 'loadtest.json');

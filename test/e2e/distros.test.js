@@ -57,6 +57,7 @@ test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (
   runner = ansible.createRunner(Object.values(hosts), {
     name: 'tunekit-distros-e2e',
     groupVars: { tunekit_nginx_disable_sites: ['default'] },
+    extraArgs: ['-e', 'tunekit_serial=100%'], // the three at once, as before the rollout
     hostVars: {
       [hosts.sid.name]: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js' },
     },

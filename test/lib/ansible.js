@@ -9,6 +9,10 @@
 //   const r = await ans.playbook(['-e', 'x=1'], { limit: hosts[0].name });
 //   // r = { code, out, recap: { host: { ok, changed, unreachable, failed } }, log }
 //   ans.cleanup(passed)   // removes the temp dir; keeps the logs unless passed
+//
+// extraArgs go before each run's own arguments (a later -e wins): suites that
+// test the deploy rather than the rollout give ['-e', 'tunekit_serial=100%'] to
+// deploy their hosts at once.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -21,7 +25,7 @@ const ROOT = path.resolve(__dirname, '../..');
 const ANSIBLE_DIR = path.join(ROOT, 'ansible');
 const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
 
-function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e' } = {}) {
+function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e', extraArgs = [] } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-logs-`));
   fs.mkdirSync(path.join(tmp, 'cp'));
@@ -47,7 +51,7 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
   let plays = 0;
 
   async function playbook(args = [], { limit } = {}) {
-    const r = await runCommand(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...args], {
+    const r = await runCommand(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...extraArgs, ...args], {
       cwd: ANSIBLE_DIR,
       env: {
         ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
