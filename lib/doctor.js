@@ -552,4 +552,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts };
+module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile };

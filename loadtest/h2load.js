@@ -20,7 +20,7 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runTool } = require('./tool');
 const { MissingToolError } = require('../lib/errors');
 const { reapedChildrenUs } = require('./cpu');
 const H = require('./histogram');
@@ -62,23 +62,6 @@ function readLog(file, hist) {
   }
 }
 
-function once(bin, args, timeoutMs) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { err += d; });
-    const guard = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      clearTimeout(guard);
-      if (code === 0) resolve(out);
-      else reject(new Error(`h2load ${args.join(' ')} failed (${signal || `exit ${code}`}): ${(err.trim() || out.trim()).slice(-1000)}`));
-    });
-  });
-}
-
 /**
  * Drive `url` (https) with h2load. kind 'h2' or 'new' (see the top).
  * Returns the driver result measure.js expects.
@@ -99,7 +82,7 @@ async function runH2load({ url, kind, connections, streams = 10, duration, timeo
       const args = kind === 'h2'
         ? [...common, '-c', String(connections), '-m', String(streams), '-n', String(connections * H2_REQUESTS_PER_CONNECTION), `--log-file=${log}`, url]
         : [...common, '--h1', '-c', String(connections), '-n', String(connections), `--log-file=${log}`, url];
-      const s = parseSummary(await once(bin, args, (duration + timeoutS + 30) * 1000));
+      const s = parseSummary(await runTool(bin, args, (duration + timeoutS + 30) * 1000));
       for (const k of Object.keys(sum)) if (typeof s[k] === 'number') sum[k] += s[k];
       sum.protocol = sum.protocol || s.protocol;
       sum.tls = sum.tls || s.tls;

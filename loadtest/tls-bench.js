@@ -27,6 +27,7 @@ const { spawnSync } = require('node:child_process');
 const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
 const { nginxTarget, loadStack } = require('./targets');
+const errorlog = require('./errorlog');
 
 const ROOT = path.join(__dirname, '..');
 const TLS_STOCK_PROFILE = path.join(ROOT, 'ansible', 'profiles', 'tls-stock.yml');
@@ -95,14 +96,6 @@ function handshakesSince(file, offset) {
   return out;
 }
 
-function sizeOf(file) {
-  try {
-    return fs.statSync(file).size;
-  } catch {
-    return 0;
-  }
-}
-
 async function startServers(o) {
   const { startStack } = loadStack();
   // Unbuffered access log: each run's handshake lines are on disk when it ends.
@@ -127,13 +120,16 @@ async function startServers(o) {
 // One measurement; with countHandshakes (one request per connection), nginx's
 // count of full and resumed handshakes during it.
 async function run(target, stack, opts, progress, label, countHandshakes = false) {
-  const offset = sizeOf(stack.accessLogPath);
+  const mark = errorlog.mark(stack.accessLogPath);
   progress.start(label, opts.duration);
   const r = await measure(target, { ...opts, onProgress: (n, rate) => progress.update(n, rate) });
   progress.done();
-  r.handshakes = countHandshakes && target.ca ? handshakesSince(stack.accessLogPath, offset) : null;
+  r.handshakes = countHandshakes && target.ca ? handshakesSince(mark.file, mark.offset) : null;
   return r;
 }
+
+// spread() of f(round) over rounds 1..n.
+const perRound = (n, f) => spread([...Array(n).keys()].map((i) => f(i + 1)));
 
 const perReq = (r, key) => (r && r.server && r.requests.completed ? r.server[key] / r.requests.completed : null);
 
@@ -156,7 +152,7 @@ function summarise(results, clients, rounds) {
     const full = hs.reduce((a, h) => a + h.full, 0);
     const resumed = hs.reduce((a, h) => a + h.resumed, 0);
     const perHandshake = server !== 'plain' && (client === 'new' || client === 'returning')
-      ? spread([...Array(rounds).keys()].map((i) => handshakeCpu(results, i + 1, server, client))) : null;
+      ? perRound(rounds, (i) => handshakeCpu(results, i, server, client)) : null;
     rows.push({
       front: server,
       client,
@@ -179,16 +175,16 @@ function summarise(results, clients, rounds) {
 
 // tls-tuned over tls-stock, per round, for every figure the targets name.
 function ratios(results, clients, rounds) {
-  const perRound = (f) => spread([...Array(rounds).keys()].map((i) => f(i + 1)));
+  const over = (f) => perRound(rounds, f);
   const get = (round, server, client) => results.find((r) => r.round === round && r.front === server && r.client === client);
   const out = [];
   for (const client of clients) {
     if (!results.some((r) => r.client === client && r.front === 'tls-tuned')) continue;
     const x = { name: `tls-tuned/tls-stock ${client}`, client };
-    x.reqPerSec = perRound((i) => ratio((get(i, 'tls-tuned', client) || {}).reqPerSec, (get(i, 'tls-stock', client) || {}).reqPerSec));
-    x.cpuUsPerReq = perRound((i) => ratio(perReq(get(i, 'tls-tuned', client), 'cpuUs'), perReq(get(i, 'tls-stock', client), 'cpuUs')));
+    x.reqPerSec = over((i) => ratio((get(i, 'tls-tuned', client) || {}).reqPerSec, (get(i, 'tls-stock', client) || {}).reqPerSec));
+    x.cpuUsPerReq = over((i) => ratio(perReq(get(i, 'tls-tuned', client), 'cpuUs'), perReq(get(i, 'tls-stock', client), 'cpuUs')));
     if (client === 'new' || client === 'returning') {
-      x.handshakeCpuUs = perRound((i) => ratio(handshakeCpu(results, i, 'tls-tuned', client), handshakeCpu(results, i, 'tls-stock', client)));
+      x.handshakeCpuUs = over((i) => ratio(handshakeCpu(results, i, 'tls-tuned', client), handshakeCpu(results, i, 'tls-stock', client)));
     }
     out.push(x);
   }
@@ -209,20 +205,20 @@ async function gzipCost(target, stack, o) {
   }
   const pick = (round, gzip) => runs.find((x) => x.round === round && x.gzip === gzip).result;
   const bytesPerResponse = (r) => (r.raw && r.raw.bytes != null ? r.raw.bytes / r.requests.completed : null);
-  const perRound = (f) => spread([...Array(o.rounds).keys()].map((i) => f(i + 1)));
-  const plainBytes = perRound((i) => bytesPerResponse(pick(i, false)));
-  const gzBytes = perRound((i) => bytesPerResponse(pick(i, true)));
-  const extraCpu = perRound((i) => perReq(pick(i, true), 'nginxCpuUs') - perReq(pick(i, false), 'nginxCpuUs'));
+  const over = (f) => perRound(o.rounds, f);
+  const plainBytes = over((i) => bytesPerResponse(pick(i, false)));
+  const gzBytes = over((i) => bytesPerResponse(pick(i, true)));
+  const extraCpu = over((i) => perReq(pick(i, true), 'nginxCpuUs') - perReq(pick(i, false), 'nginxCpuUs'));
   const kb = plainBytes.median / 1024;
   return {
     url: url.replace(/^https:\/\/[^/]+/, ''),
     level: stack.vars.tunekit_nginx_gzip_level,
     bytesPerResponse: { identity: plainBytes, gzip: gzBytes },
     savedShare: plainBytes.median ? 1 - gzBytes.median / plainBytes.median : null,
-    nginxCpuUsPerReq: { identity: perRound((i) => perReq(pick(i, false), 'nginxCpuUs')), gzip: perRound((i) => perReq(pick(i, true), 'nginxCpuUs')) },
+    nginxCpuUsPerReq: { identity: over((i) => perReq(pick(i, false), 'nginxCpuUs')), gzip: over((i) => perReq(pick(i, true), 'nginxCpuUs')) },
     extraCpuUsPerReq: extraCpu,
     cpuUsPerKb: extraCpu.median != null && kb ? extraCpu.median / kb : null,
-    reqPerSec: { identity: perRound((i) => pick(i, false).reqPerSec), gzip: perRound((i) => pick(i, true).reqPerSec) },
+    reqPerSec: { identity: over((i) => pick(i, false).reqPerSec), gzip: over((i) => pick(i, true).reqPerSec) },
     runs: runs.map((x) => ({ round: x.round, gzip: x.gzip, ...x.result })),
   };
 }

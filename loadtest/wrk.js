@@ -8,7 +8,7 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runTool } = require('./tool');
 const { MissingToolError } = require('../lib/errors');
 const { reapedChildrenUs } = require('./cpu');
 
@@ -39,22 +39,13 @@ async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, 
     ...headers.flatMap((h) => ['-H', h]), '-s', SCRIPT, url];
   const cpu0 = reapedChildrenUs();
   const started = Date.now();
-  const stdout = await new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { err += d; });
-    const tick = setInterval(() => onProgress(null, (Date.now() - started) / 1000), 1000);
-    const guard = setTimeout(() => child.kill('SIGKILL'), (duration + timeoutS + 30) * 1000);
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      clearInterval(tick);
-      clearTimeout(guard);
-      if (code === 0) resolve(out);
-      else reject(new Error(`wrk ${args.join(' ')} failed (${signal || `exit ${code}`}): ${err.trim() || out.trim()}`));
-    });
-  });
+  const tick = setInterval(() => onProgress(null, (Date.now() - started) / 1000), 1000);
+  let stdout;
+  try {
+    stdout = await runTool(bin, args, (duration + timeoutS + 30) * 1000);
+  } finally {
+    clearInterval(tick);
+  }
   const cpuUs = reapedChildrenUs() - cpu0;
   const r = parseOutput(stdout);
   const elapsedS = r.durationUs / 1e6;

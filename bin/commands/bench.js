@@ -23,17 +23,17 @@ async function main(argv) {
   }
   // Refuse a wrong-typed --set/--vars value before anything starts.
   require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
+  const { createProgress } = require('../../loadtest/progress');
+  o.progress = createProgress({ enabled: !o.noProgress });
+  o.varsFiles = o.vars;
+  o.timeoutS = o.timeout;
   if (o.https) return tlsBench(argv, o);
   const { runBench, SCENARIOS } = require('../../loadtest/bench');
-  const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');
   const { benchText } = require('../../loadtest/table');
   o.scenarios = o.scenarios.split(',').map((s) => s.trim()).filter(Boolean);
   const unknown = o.scenarios.filter((s) => !SCENARIOS[s]);
   if (unknown.length) throw new UsageError(`unknown scenario ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
-  o.progress = createProgress({ enabled: !o.noProgress });
-  o.varsFiles = o.vars;
-  o.timeoutS = o.timeout;
   const started = Date.now();
   const { results, summary, ratios } = await runBench(o);
   const doc = report.document('bench', {
@@ -53,14 +53,10 @@ async function main(argv) {
 // --https: the TLS bench (loadtest/tls-bench.js), reports bench-tls.* by default.
 async function tlsBench(argv, o) {
   const { runTlsBench } = require('../../loadtest/tls-bench');
-  const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');
   const { benchText } = require('../../loadtest/table');
   const { BENCH } = require('../../loadtest/options');
   for (const k of ['json', 'md', 'html']) if (o[k] === BENCH[k].dflt) o[k] = o[k].replace(/bench\./, 'bench-tls.');
-  o.progress = createProgress({ enabled: !o.noProgress });
-  o.varsFiles = o.vars;
-  o.timeoutS = o.timeout;
   // Client shapes: h2load starts new clients in batches of 100; 16 returning
   // clients; 8 HTTP/2 connections of 16 streams; gzip runs half the duration.
   Object.assign(o, { newBatch: 100, returningConnections: 16, h2Connections: 8, h2Streams: 16, gzipDuration: Math.max(1, o.duration / 2) });

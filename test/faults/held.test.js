@@ -22,6 +22,7 @@ const path = require('node:path');
 const { until } = require('../lib/util');
 const { stopAfter, errorLog, doctor } = require('./stack');
 const { startStack } = require('../../lib/stack');
+const { nofile } = require('../../lib/doctor');
 const { record } = require('./report');
 const heldApp = require('../fixtures/faults/held-app');
 
@@ -39,12 +40,6 @@ async function startHeld(t) {
   stopAfter(t, stack);
   stack.total = (name) => heldApp.total(dir, name);
   return stack;
-}
-
-// The file descriptors this process may open: the idle clients need one each.
-function openFilesLimit() {
-  const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
-  return Number(line.split(/\s+/)[3]);
 }
 
 // Proportional set size of nginx's workers, bytes (shared pages split among sharers).
@@ -121,7 +116,8 @@ async function normalClients(url, n) {
 }
 
 test('10,000 idle keep-alive clients through the tuned front: all answered, none dropped, the app behind its pool', { timeout: 180_000 }, async (t) => {
-  const limit = openFilesLimit();
+  // The file descriptors this process may open (its soft limit).
+  const limit = nofile(process.pid);
   assert.ok(limit >= IDLE_CLIENTS + 1000, `this test holds ${IDLE_CLIENTS} sockets: raise the open-files limit (ulimit -n ${IDLE_CLIENTS + 1000}; now ${limit})`);
   const stack = await startHeld(t);
   const pool = stack.vars.tunekit_nginx_upstream_keepalive;

@@ -10,23 +10,18 @@
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const http = require('node:http');
 const path = require('node:path');
 const ansible = require('./ansible');
 
 const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
 
-/** GET / from one host, as the client's load balancer does. */
+/** GET / from one host, as the client's load balancer does: {status, release} or {status: null, error}. */
 function request(h, port) {
-  return new Promise((done) => {
-    const req = http.get({ host: h.ip, port, path: '/', agent: false, timeout: 10000 }, (res) => {
-      res.resume();
-      res.on('end', () => done({ status: res.statusCode, release: res.headers['x-tunekit-release'] || null }));
-    });
-    req.on('timeout', () => req.destroy(new Error('no answer within 10 s')));
-    req.on('error', (err) => done({ status: null, error: err.code || err.message }));
-  });
+  return ansible.get(h.ip, port, '/').then(
+    (r) => ({ status: r.status, release: r.headers['x-tunekit-release'] || null }),
+    (err) => ({ status: null, error: err.code || err.message }),
+  );
 }
 
 /**
