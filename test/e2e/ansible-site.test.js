@@ -204,26 +204,6 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
     assert.ok(fs.existsSync(out), 'loadtest wrote no JSON report');
   });
 
-  await step('the app can come from a directory the user names; npm ci --omit=dev installs its dependencies; second run changes nothing', async () => {
-    // The fixture's dependencies are tarballs in its vendor/ (file: specs in
-    // package-lock.json), so npm ci runs for real with no registry.
-    const h = hosts[1];
-    const args = ['-e', `@${path.join(FIXTURES, 'dir-app.yml')}`, '-e', `tunekit_app_source=${path.join(FIXTURES, 'dir-app')}`];
-    const r = await playbook(args, { limit: h.name });
-    assert.equal(r.code, 0, `deploying a directory failed (log ${r.log}):\n${tailOf(r.out)}`);
-    assert.match(r.out, /TASK \[tunekit_app : Run npm ci --omit=dev[^\n]*\n(changed|ok): \[/, 'npm ci did not run');
-    const res = await get(h.ip, '/');
-    assert.equal(res.status, 200);
-    const body = JSON.parse(res.body);
-    assert.equal(body.app, 'fixture-dir-app', `nginx serves something else: ${res.body}`);
-    assert.equal(body.greeting, 'hello from fixture-dir-app', 'the production dependency is not what answered');
-    const modules = `${vars.tunekit_app_install_dir}/current/node_modules`;
-    assert.equal(await sh(h, `ls ${modules}`), 'fixture-greeting', '--omit=dev: only the production dependency is installed');
-    const again = await playbook(args, { limit: h.name });
-    assert.equal(again.code, 0, `second run failed (log ${again.log}):\n${tailOf(again.out)}`);
-    assert.equal(again.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${again.log}):\n${tailOf(again.out)}`);
-  });
-
   await step('a broken nginx variable fails at validation; the old config stays live and serving', async () => {
     const h = hosts[1];
     const files = `${vars.tunekit_nginx_conf_dir}/nginx.conf ${vars.tunekit_nginx_include_dir}/*.conf`;

@@ -116,6 +116,9 @@ async function rolloutSteps({ step, hosts, runner, vars }) {
       const now = await served(h);
       const deployed = await sh(h, `cat ${releaseFile}`);
       assert.equal(now.body.app, 'fixture-fleet-app', `${h.name} serves ${JSON.stringify(now.body)}`);
+      assert.equal(now.body.greeting, 'hello from fixture-fleet-app', `${h.name}: the production dependency is not what answered`);
+      assert.equal(await sh(h, `ls ${vars.tunekit_app_install_dir}/current/node_modules`), 'fixture-greeting',
+        `${h.name}: npm ci --omit=dev installs the production dependency only`);
       assert.equal(now.release, deployed, `${h.name}: X-Tunekit-Release is not the release file`);
       assert.equal(now.body.release, deployed, `${h.name}: the app was not handed $TUNEKIT_RELEASE`);
       assert.equal(gates[i][3], deployed, `${h.name}: the gate passed on another release`);
@@ -123,8 +126,18 @@ async function rolloutSteps({ step, hosts, runner, vars }) {
       // The client saw the old release, then the new, and nothing after.
       assert.deepEqual(tally.perHost[h.name].releases, [before[i].release, deployed], `${h.name}: releases seen by the client`);
     }
+    assert.equal([...r.out.matchAll(/TASK \[tunekit_app : Run npm ci --omit=dev[^\n]*\nchanged: \[/g)].length, hosts.length,
+      `npm ci did not run once per host (log ${r.log})`);
     process.stderr.write(`rollout under load: ${tally.requests} requests, ${JSON.stringify(Object.fromEntries(
       Object.entries(tally.perHost).map(([k, v]) => [k, v.requests])))}\n`);
+  });
+
+  await step('the same release again, without balancer hooks: nothing changes (npm ci is not run again)', async () => {
+    const h = hosts[1];
+    const r = await runner.playbook(['-e', app('fleet-app')], { limit: h.name });
+    assert.equal(r.code, 0, `the second run failed (log ${r.log}):\n${tailOf(r.out)}`);
+    assert.equal(r.recap[h.name]?.changed, 0, `the second run changed ${h.name} (log ${r.log}):\n${
+      r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
   });
 
   await step('a release that fails to load stops the rollout at its first host: the gate names host, release expected and seen, and the fix; the second host is untouched and still serves the old release', async () => {
