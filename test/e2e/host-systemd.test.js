@@ -2,8 +2,9 @@
 // The host side on a booted systemd host (Debian 13 in systemd-nspawn, from
 // test/lib/nspawn.js): the rendered app unit starts as its own user; the socket
 // is tunekit:tunekit 0660 in a 0750 directory; /proc/<pid>/limits shows
-// LimitNOFILE; `systemctl reload` rolls every worker under load with 0 failed
-// requests; with the .socket unit, `systemctl restart` under load loses no
+// LimitNOFILE; `systemctl reload` of the app and of nginx under GETs and POSTs
+// of 0..64 KB (test/faults/bodies.js against the hash app) fail no request and
+// lose, corrupt or repeat no body; with the .socket unit, `systemctl restart` under load loses no
 // connection attempt; `tunekit sysctl apply` in the container sets what its
 // network namespace allows and reports the rest.
 //
@@ -19,6 +20,8 @@ const { spawnSync } = require('node:child_process');
 const config = require('../../lib/config');
 const { render } = require('../../lib/render');
 const { ROOT } = require('../../lib/template');
+const { record } = require('../faults/report');
+const bodies = require('../faults/bodies');
 
 let nspawn = null;
 try {
@@ -45,6 +48,7 @@ const until = (what, fn, timeoutMs = 60000) => untilEvery(what, fn, timeoutMs, 2
 // dedicated host (a shared one would keep Debian's welcome site, default_server on :80).
 const SET = ['tunekit_app_workers=2', 'tunekit_nginx_keepalive_requests=10000000', 'tunekit_nginx_host_mode=dedicated'];
 const LOAD_S = 20;
+const HASH_APP = '/opt/tunekit-app/test/fixtures/faults/hash-app.js';
 
 async function sh(host, cmd, timeoutMs = 120000) {
   const r = await host.ssh(cmd, { timeoutMs });
@@ -113,8 +117,8 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   t.after(() => nspawn.stopHosts(hosts));
   const [host] = hosts;
 
-  // The kit (runner, CLI, load generator with its node_modules) in /opt/tunekit-app.
-  for (const d of ['app', 'bin', 'lib', 'node_modules', 'test/fixtures/host', 'package.json']) {
+  // The kit (runner, CLI and the defaults it reads, load generators with their node_modules) in /opt/tunekit-app.
+  for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/faults/bodies.js', 'package.json']) {
     copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
   }
   await sh(host, [
@@ -137,9 +141,14 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   };
 
   // ---- the unit without socket activation -----------------------------------
-  const vars = await installed(['tunekit_systemd_socket_activation=false']);
+  // The app is the hash app (test/fixtures/faults/hash-app.js), writing what it
+  // saw under its RuntimeDirectory (a drop-in gives it the place).
+  const vars = await installed(['tunekit_systemd_socket_activation=false', `tunekit_app_module=${HASH_APP}`]);
   const unit = `${vars.tunekit_app_name}.service`;
   const sock = vars.tunekit_socket_path;
+  const seenDir = `${vars.tunekit_socket_dir}/seen`;
+  fs.mkdirSync(path.join(host.root, `etc/systemd/system/${unit}.d`), { recursive: true });
+  fs.writeFileSync(path.join(host.root, `etc/systemd/system/${unit}.d/faults.conf`), `[Service]\nEnvironment=FAULTS_SEEN_DIR=${seenDir}\n`);
   await sh(host, `systemctl daemon-reload && systemd-analyze verify ${unit} && systemctl start ${unit} && systemctl restart nginx`);
   const first = await waitServing(host, vars, 2);
 
@@ -164,17 +173,58 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
       new RegExp(`^Max open files\\s+${vars.tunekit_nginx_limit_nofile}\\s+${vars.tunekit_nginx_limit_nofile}`, 'm'));
   });
 
-  await t.test('systemctl reload rolls every worker with 0 failed requests', async (st) => {
-    const load = startLoad(host);
-    await sleep(3000);
-    await sh(host, `systemctl reload ${unit}`);
-    const rolled = await until('every worker to be replaced', async () => {
-      const p = await appPids(host, unit);
-      return p.workers.length >= 2 && p.workers.every((w) => !first.workers.includes(w)) ? p : false;
-    });
-    assert.equal(rolled.main, first.main, 'reload keeps the primary');
-    assertNoLoss(st, 'reload', await load);
+  await t.test('systemctl reload of the app (twice) and of nginx (twice) under GETs and POSTs of 0..64 KB: every worker rolled, 0 failed, every body whole and once', async (st) => {
+    // The load runs in the container against its own loopback until the stop file appears (at most 120 s).
+    const stopFile = '/run/tunekit-bodies.stop';
+    const errorLogPath = vars.tunekit_nginx_error_log_path;
+    await sh(host, `: > ${errorLogPath}`);
+    const started = Date.now();
+    const load = sh(host, `node /opt/tunekit-app/test/faults/bodies.js http://127.0.0.1/ 120 12 ${seenDir} ${stopFile}`, 180_000);
+    let workers = first.workers;
+    const reloadApp = async (n) => {
+      await sh(host, `systemctl reload ${unit}`);
+      const rolled = await until(`every worker to be replaced (reload ${n})`, async () => {
+        const p = await appPids(host, unit);
+        return p.workers.length >= 2 && p.workers.every((w) => !workers.includes(w)) ? p : false;
+      });
+      assert.equal(rolled.main, first.main, 'reload keeps the primary');
+      workers = rolled.workers;
+    };
+    try {
+      await sleep(2000);
+      await reloadApp(1);
+      await sh(host, 'systemctl reload nginx');
+      await sleep(1500);
+      await sh(host, 'systemctl reload nginx');
+      await sleep(1500);
+      await reloadApp(2);
+      await sleep(1500);
+    } finally {
+      await sh(host, `touch ${stopFile}`);
+    }
+    const c = JSON.parse((await load).split('\n').pop());
+    const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
+    st.diagnostic(`${seconds} s: ${JSON.stringify(c)}`);
+    bodies.assertWhole(c, 'systemctl reload');
     assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+    const { buffered, other } = bodies.errorLines(await sh(host, `cat ${errorLogPath}`));
+    assert.deepEqual(other, [], 'nginx logged nothing about the reloads');
+    // tunekit doctor on the host, as an operator runs it after a deploy.
+    const dr = await host.ssh(`node /opt/tunekit-app/bin/tunekit.js doctor --json --app-config ${vars.tunekit_app_config_path}`);
+    assert.ok(dr.stdout.trim().startsWith('{'), `tunekit doctor printed no JSON (exit ${dr.code}):\n${dr.stdout}\n${dr.stderr}`);
+    const found = JSON.parse(dr.stdout).findings;
+    const fails = found.filter((f) => f.level === 'fail').map((f) => f.id);
+    record('restart-bodies-systemd', {
+      command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/e2e/host-systemd.test.js',
+      restarts: '2 x systemctl reload of the app and 2 x systemctl reload nginx, on a booted systemd host (Debian 13 in systemd-nspawn, the kit\'s hardened unit)',
+      connections: 12,
+      seconds,
+      ...bodies.figures(c),
+      errorLogLevel: vars.tunekit_nginx_error_log_level,
+      errorLogBuffered: buffered,
+      errorLogOther: other.length,
+      doctorFails: fails,
+    });
   });
 
   await t.test('tunekit sysctl apply in the container sets per-netns keys and reports the global ones', async () => {

@@ -1,0 +1,176 @@
+'use strict';
+// The bodies load: GETs and POSTs with bodies of 0..64 KB over keep-alive
+// connections, for restarts under load (nginx reloads, rolling restarts of the
+// app under the runner, systemd or PM2). Every request carries an id
+// (?id=lane-n); the hash app (test/fixtures/faults/hash-app.js) answers the
+// sha256 of the body it read and writes down id and hash; the client checks the
+// answer, and tally() checks the app's record. So a run proves what a user would
+// notice: no body lost (every POST id reached the app), none corrupted (the
+// app's hash is the client's), none twice.
+//
+// The client: an idempotent GET is retried once on a reset, on a new connection
+// (test/faults/reload.test.js found that necessary on an nginx reload). A POST is
+// retried once, with the same id, only when its connection was reset before any
+// byte of the answer came back (nginx closed an idle keep-alive connection the
+// request was sent on: nginx never read it); the id works as an idempotency key,
+// and the app's record proves such a retry never made a duplicate.
+//
+// As a command (run inside a test's own container, against its loopback):
+//   node test/faults/bodies.js URL MAX_SECONDS CONNECTIONS [SEEN_DIR [STOP_FILE]]
+// runs until STOP_FILE exists or MAX_SECONDS (at most 120) have passed, and prints
+// one JSON line: summary(), with the app's record from SEEN_DIR when given.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const http = require('node:http');
+const crypto = require('node:crypto');
+
+const MAX_BODY = 64 * 1024;
+const MAX_SECONDS = 120;
+
+/** One request; {status, sha256} or {err, answered: whether any byte of a response came}. */
+function once(agent, url, method, body) {
+  return new Promise((resolve) => {
+    let answered = false;
+    const req = http.request(url, { agent, method, headers: body ? { 'content-type': 'application/octet-stream', 'content-length': body.length } : {} }, (res) => {
+      answered = true;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let sha256 = null;
+        try { sha256 = JSON.parse(text).sha256; } catch { /* a non-JSON answer (nginx's error page) */ }
+        resolve({ status: res.statusCode, sha256 });
+      });
+      res.on('error', (err) => resolve({ err, answered }));
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error('client timeout 30 s')));
+    req.on('error', (err) => resolve({ err, answered }));
+    req.end(body);
+  });
+}
+
+const isReset = (err) => err.code === 'ECONNRESET' || err.code === 'EPIPE' || /socket hang up/.test(err.message);
+
+/**
+ * `connections` lanes, one request at a time each, until stop() returns true.
+ * @returns {Promise<object>} counts, and `sent`: POST id -> sha256 of its body
+ */
+async function load(url, stop, { connections = 12 } = {}) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const c = { get: 0, post: 0, postBytes: 0, getRetried: 0, postRetried: 0, failed: 0, corrupted: 0, status: {}, errors: {}, sent: new Map() };
+  const lane = async (l) => {
+    for (let n = 0; !stop(); n++) {
+      const id = `${l}-${n}`;
+      const post = n % 2 === 0;
+      const body = post ? crypto.randomBytes(crypto.randomInt(0, MAX_BODY + 1)) : undefined;
+      const sha256 = post ? crypto.createHash('sha256').update(body).digest('hex') : null;
+      const target = `${url}?id=${id}`;
+      if (post) { c.post += 1; c.postBytes += body.length; c.sent.set(id, sha256); } else c.get += 1;
+      let r = await once(agent, target, post ? 'POST' : 'GET', body);
+      if (r.err && isReset(r.err) && !r.answered) {
+        c[post ? 'postRetried' : 'getRetried'] += 1;
+        r = await once(false, target, post ? 'POST' : 'GET', body);
+      }
+      if (r.err) {
+        c.failed += 1;
+        c.errors[r.err.code || r.err.message] = (c.errors[r.err.code || r.err.message] || 0) + 1;
+        continue;
+      }
+      c.status[r.status] = (c.status[r.status] || 0) + 1;
+      if (r.status !== 200) c.failed += 1;
+      else if (post && r.sha256 !== sha256) c.corrupted += 1;
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, (_, l) => lane(l)));
+  agent.destroy();
+  return c;
+}
+
+/**
+ * The load's counts, and what the app's record (the hash app's seen(): [{method,
+ * url, sha256}]) says about the POSTs sent: lost, read wrong, or seen twice.
+ */
+function summary(c, seen) {
+  const out = {
+    get: c.get,
+    post: c.post,
+    postMiB: Number((c.postBytes / 1024 / 1024).toFixed(1)),
+    getRetried: c.getRetried,
+    postRetried: c.postRetried,
+    failed: c.failed,
+    corrupted: c.corrupted,
+    status: c.status,
+    errors: c.errors,
+  };
+  if (!seen) return out;
+  const at = new Map();
+  let duplicates = 0;
+  for (const s of seen.filter((x) => x.method === 'POST')) {
+    const id = new URL(s.url, 'http://x').searchParams.get('id');
+    if (at.has(id)) duplicates += 1;
+    at.set(id, s.sha256);
+  }
+  let lost = 0;
+  let wrong = 0;
+  for (const [id, sha256] of c.sent) {
+    if (!at.has(id)) lost += 1;
+    else if (at.get(id) !== sha256) wrong += 1;
+  }
+  return { ...out, seenPosts: at.size, lost, wrong, duplicates };
+}
+
+/** What a user would notice, asserted: summary() with the app's record. */
+function assertWhole(c, label) {
+  assert.ok(c.post > 0 && c.get > 0, `${label}: GETs and POSTs were sent`);
+  assert.equal(c.failed, 0, `${label}: 0 failed requests: ${JSON.stringify({ status: c.status, errors: c.errors })}`);
+  assert.equal(c.corrupted, 0, `${label}: every POST answer carries the hash of the body sent`);
+  assert.equal(c.lost, 0, `${label}: every POST body reached the app`);
+  assert.equal(c.wrong, 0, `${label}: the app read every POST body whole`);
+  assert.equal(c.duplicates, 0, `${label}: no POST reached the app twice (the retries were of requests nginx never read)`);
+}
+
+/**
+ * nginx's error-log lines (text) apart from the one a body above
+ * client_body_buffer_size writes at warn (it goes to a temp file: not a fault).
+ */
+function errorLines(text) {
+  const lines = text.split('\n').filter(Boolean);
+  const isBuffered = (l) => /a client request body is buffered to a temporary file/.test(l);
+  return { buffered: lines.filter(isBuffered).length, other: lines.filter((l) => !isBuffered(l)) };
+}
+
+/** summary()'s figures for the reliability table (docs/reliability.md). */
+function figures(c) {
+  const keep = ['get', 'post', 'postMiB', 'getRetried', 'postRetried', 'failed', 'lost', 'duplicates'];
+  return { ...Object.fromEntries(keep.map((k) => [k, c[k]])), corrupted: c.corrupted + (c.wrong || 0) };
+}
+
+async function main([url, seconds, connections = '12', seenDir, stopFile]) {
+  const host = url && new URL(url).hostname;
+  if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) {
+    throw new Error(`bodies.js only targets loopback, not ${host || '(no URL)'}: node test/faults/bodies.js http://127.0.0.1/ SECONDS [CONNECTIONS [SEEN_DIR [STOP_FILE]]]`);
+  }
+  const deadline = Date.now() + Math.min(Number(seconds) || 20, MAX_SECONDS) * 1000;
+  let stopped = false;
+  let checked = 0;
+  const stop = () => {
+    if (stopped || Date.now() > deadline) return true;
+    if (stopFile && Date.now() - checked > 100) {
+      checked = Date.now();
+      stopped = fs.existsSync(stopFile);
+    }
+    return stopped;
+  };
+  const c = await load(url, stop, { connections: Number(connections) });
+  const seen = seenDir ? require('../fixtures/faults/hash-app').seen(seenDir) : null;
+  process.stdout.write(`${JSON.stringify(summary(c, seen))}\n`);
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).catch((err) => {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  });
+}
+
+module.exports = { load, summary, assertWhole, figures, errorLines, MAX_BODY };
