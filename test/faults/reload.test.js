@@ -12,11 +12,17 @@
 //
 // The three clients run at the same time against the same reloads. Counts are
 // asserted, the figures recorded (report.js), timings never asserted.
-// TUNEKIT_FAULTS_SET=k=v,k=v overrides variables of the stack (for A/B runs).
+// TUNEKIT_FAULTS_SET=k=v,k=v overrides variables of the stack (for A/B runs);
+// TUNEKIT_FAULTS_NGINX_MAIN='directive;' adds a directive the kit has no variable
+// for to nginx.conf's main context (a trial, e.g. worker_shutdown_timeout 5s;),
+// checked with nginx -t and loaded before the measured reloads.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
+const { nginxBinary } = require('../../lib/nginx');
 const { alive } = require('../../lib/proc');
 const client = require('./client');
 const { record } = require('./report');
@@ -43,6 +49,20 @@ async function underReloads(stack) {
   return { raw: a, reused: b, any: c, seconds: (Date.now() - started) / 1000, master };
 }
 
+/** Append a main-context directive to the stack's nginx.conf, check it, reload, wait for the old workers to go. */
+async function addMainDirective(stack, directive) {
+  const conf = path.join(stack.renderDir, 'etc/nginx/nginx.conf');
+  fs.appendFileSync(conf, `\n# trial (test/faults/reload.test.js)\n${directive}\n`);
+  execFileSync(nginxBinary(), ['-t', '-q', '-c', conf], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const before = stack.pids().nginx.slice(1);
+  process.kill(stack.pids().nginx[0], 'SIGHUP');
+  const deadline = Date.now() + 30_000;
+  while (stack.pids().nginx.slice(1).some((p) => before.includes(p))) {
+    if (Date.now() > deadline) throw new Error(`nginx's old workers ${before} did not exit after the reload that added "${directive}"`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
 test(`${RELOADS} nginx reloads under load: a client retrying idempotent requests once on a reset fails 0`, { timeout: 180_000 }, async (t) => {
   const stack = await startStack({ upstream: 'uds', workers: 2, set: (process.env.TUNEKIT_FAULTS_SET || '').split(',').filter(Boolean) });
   t.after(async () => {
@@ -50,6 +70,8 @@ test(`${RELOADS} nginx reloads under load: a client retrying idempotent requests
     await stack.stop();
     for (const pid of [...pids.nginx, ...pids.app]) assert.ok(!alive(pid), `process ${pid} is left running`);
   });
+  const main = process.env.TUNEKIT_FAULTS_NGINX_MAIN || '';
+  if (main) await addMainDirective(stack, main);
   const r = await underReloads(stack);
   assert.ok(alive(r.master), 'nginx master survived the reloads');
   t.diagnostic(`${r.seconds.toFixed(1)} s, ${RELOADS} reloads; non-retrying: ${JSON.stringify(r.raw)}`);
@@ -69,8 +91,9 @@ test(`${RELOADS} nginx reloads under load: a client retrying idempotent requests
   const logged = fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter(Boolean);
   t.diagnostic(`nginx error log (level ${stack.vars.tunekit_nginx_error_log_level}): ${logged.length} lines`);
   const set = process.env.TUNEKIT_FAULTS_SET || '';
-  record(set ? `reload ${set}` : 'reload', {
-    command: `${set ? `TUNEKIT_FAULTS_SET=${set} ` : ''}TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/reload.test.js`,
+  const trial = [set, main].filter(Boolean).join(', ');
+  record(trial ? `reload ${trial}` : 'reload', {
+    command: `${set ? `TUNEKIT_FAULTS_SET=${set} ` : ''}${main ? `TUNEKIT_FAULTS_NGINX_MAIN='${main}' ` : ''}TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/reload.test.js`,
     reloads: RELOADS,
     errorLogLevel: stack.vars.tunekit_nginx_error_log_level,
     errorLogLines: logged.length,
