@@ -55,10 +55,14 @@ function stoppedOf(pids) {
   });
 }
 
-/** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }]. */
+/**
+ * Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }];
+ * a unix one also has `ino`, the inode of the file it was bound to (ss -e), which
+ * tells apart two sockets bound to one path (one of them deleted from it).
+ */
 function listeners() {
   const out = [];
-  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
+  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p', '-e']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
     const r = spawnSync('ss', args, { encoding: 'utf8' });
     if (r.status !== 0) continue;
     for (const line of r.stdout.split('\n')) {
@@ -69,7 +73,8 @@ function listeners() {
       // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids });
+        const ino = / ino:(\d+) dev:/.exec(line);
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids, ino: ino ? Number(ino[1]) : null });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), local: f[3], pids });
       }
@@ -271,6 +276,7 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     try {
       const st = fs.statSync(p);
       entry.exists = true;
+      entry.ino = st.ino;
       entry.isSocket = st.isSocket();
       entry.mode = st.mode & 0o777;
       entry.group = accounts.groupName(st.gid);
@@ -281,7 +287,9 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     } catch (err) {
       entry.error = err.code;
     }
-    const l = live.find((x) => x.kind === 'unix' && x.local === p);
+    // After the runner bound a deleted path again, its old socket still listens under
+    // the same name (the runner holds it): the one bound to the file at the path counts.
+    const l = live.find((x) => x.kind === 'unix' && x.local === p && (!entry.exists || x.ino == null || x.ino === entry.ino));
     if (l) {
       entry.backlog = l.backlog;
       entry.queued = l.queued;
@@ -552,4 +560,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile };
+module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
