@@ -542,7 +542,7 @@ function analyze(facts, def = config.resolve()) {
   for (const s of facts.sockets) {
     if (!s.exists && s.pids && s.pids.length) {
       add('socket-deleted', 'fail', `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
-        'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)');
+        deletedSocketFix(app && app.settings));
     }
   }
   // Nothing accepts on an existing socket: the app is stopped (a stale socket file).
@@ -553,6 +553,16 @@ function analyze(facts, def = config.resolve()) {
   }
   if (app && app.healthzError) add('app', 'skip', `GET /healthz on the socket: ${app.healthzError}; timeouts taken from app.json where available`);
   return out;
+}
+
+/** What to do about a deleted socket file: the runner binds it again, unless it cannot. */
+function deletedSocketFix(settings) {
+  const restart = 'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)';
+  if (!settings) return `the kit's runner binds the path again within socketCheckMs (1000 ms by default); if this persists: ${restart}`;
+  if (settings.socketCheckMs == null) return `this app.json has no socketCheckMs: its runner, older than this kit, does not bind the path again by itself; ${restart}`;
+  if (settings.socketCheckMs === 0) return `socketCheckMs is 0 in app.json (tunekit_app_socket_check_ms): the runner's check is off; ${restart}`;
+  if (settings.strategy === 'round-robin') return `with strategy round-robin Node's cluster holds the socket and the runner does not bind the path again; ${restart}`;
+  return `the runner binds the path again within socketCheckMs (${settings.socketCheckMs} ms) and logs socket-rebound; if this persists, the running runner is older than this app.json or its check failed (socket-rebind-failed in its log): ${restart}`;
 }
 
 function summarize(findings) {
