@@ -132,7 +132,7 @@ class Primary {
     if (this.rrSocket && othersListen && sock.pathState(this.rrSocket) !== 'ours') return;
     if (gid !== null && st.gid !== gid) fs.chownSync(p, -1, gid);
     if ((st.mode & 0o777) !== mode) fs.chmodSync(p, mode);
-    this.rrSocket = { kind: 'unix', path: p, ...sock.identity(p), owned: true };
+    this.rrSocket = { kind: 'unix', path: p, ...sock.identity(p), owned: true, boundAt: Date.now() };
     this.log('info', 'listen', { listen: `unix:${p}`, mode: this.s.socketMode, group: this.s.socketGroup || null, backlog: this.s.backlog, bound_by: 'node-cluster' });
   }
 
@@ -439,7 +439,8 @@ class Primary {
   }
 
   async checkSocket(b, i) {
-    if (!this.checks.has(b.path)) this.checks.set(b.path, { lastSeen: Date.now(), reported: null });
+    // Known to be ours since it was bound; since each check that found it, after that.
+    if (!this.checks.has(b.path)) this.checks.set(b.path, { lastSeen: b.boundAt, reported: null });
     const check = this.checks.get(b.path);
     let state;
     try {
@@ -488,7 +489,7 @@ class Primary {
     // its path, which now holds the new socket. Its workers drain off it below.
     this.unreachable.push(old);
     this.bound[i] = fresh;
-    check.lastSeen = Date.now();
+    check.lastSeen = fresh.boundAt;
     check.reported = null;
     this.log('info', 'socket-rebound', { path: fresh.path, ...missing, mode: this.s.socketMode, group: this.s.socketGroup || null });
     this.moveWorkers();

@@ -150,7 +150,7 @@ function resolveGroup(group) {
 
 /**
  * Bind a Unix socket with mode and group from its first moment.
- * @returns {{kind:'unix', path:string, handle:object, dev:number, ino:number, owned:true}}
+ * @returns {{kind:'unix', path:string, handle:object, dev:bigint, ino:bigint, ctimeNs:bigint, owned:true, boundAt:number}}
  */
 function bindUnix(socketPath, { socketMode, socketGroup }) {
   const mode = parseMode(socketMode);
@@ -178,7 +178,7 @@ function bindUnix(socketPath, { socketMode, socketGroup }) {
       err.code,
     );
   }
-  return { kind: 'unix', path: socketPath, handle, ...identity(socketPath), owned: true };
+  return { kind: 'unix', path: socketPath, handle, ...identity(socketPath), owned: true, boundAt: Date.now() };
 }
 
 /**
