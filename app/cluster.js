@@ -56,7 +56,6 @@ class Primary {
     this.unreachable = []; // bindings replaced by a re-bind: held open, never closed or released
     this.checks = new Map(); // socket path -> { lastSeen, reported }: the periodic path check
     this.checkTimer = null;
-    this.checking = false;
     this.moveAfterReload = false;
     this.rrSocket = null; // round-robin: the socket Node's cluster bound, as we last saw it
     this.slots = Array.from({ length: settings.workers }, (_, i) => ({ n: i + 1, current: null, timer: null }));
@@ -410,11 +409,12 @@ class Primary {
   watchSockets() {
     if (!this.s.socketCheckMs || this.listen.kind !== 'unix' || this.checkTimer) return;
     this.checkTimer = setInterval(() => {
-      if (this.checking || this.state !== 'running') return;
-      this.checking = true;
-      this.checkSockets()
-        .catch((err) => this.log('error', 'primary-error', { error: err.stack || String(err) }))
-        .finally(() => { this.checking = false; });
+      if (this.state !== 'running') return;
+      try {
+        this.checkSockets();
+      } catch (err) {
+        this.log('error', 'primary-error', { error: err.stack || String(err) });
+      }
     }, this.s.socketCheckMs);
     this.checkTimer.unref();
   }
@@ -426,19 +426,19 @@ class Primary {
     this.log(level, event, fields);
   }
 
-  async checkSockets() {
+  checkSockets() {
     if (this.s.strategy === 'round-robin') {
       // Node's handle (and so the socket's inode) is held only while a worker listens.
-      if (this.rrSocket && this.slots.some((slot) => slot.current && slot.current.state === 'ready')) await this.checkSocket(this.rrSocket, -1);
+      if (this.rrSocket && this.slots.some((slot) => slot.current && slot.current.state === 'ready')) this.checkSocket(this.rrSocket, -1);
       return;
     }
     for (let i = 0; i < this.bound.length; i++) {
       const b = this.bound[i];
-      if (b.kind === 'unix' && b.owned) await this.checkSocket(b, i);
+      if (b.kind === 'unix' && b.owned) this.checkSocket(b, i);
     }
   }
 
-  async checkSocket(b, i) {
+  checkSocket(b, i) {
     // Known to be ours since it was bound; since each check that found it, after that.
     if (!this.checks.has(b.path)) this.checks.set(b.path, { lastSeen: b.boundAt, reported: null });
     const check = this.checks.get(b.path);
@@ -471,11 +471,11 @@ class Primary {
       });
       return;
     }
-    await this.rebind(b, i, check);
+    this.rebind(b, i, check);
   }
 
   /** The socket file of binding i is gone: bind the path again and move the workers. */
-  async rebind(old, i, check) {
+  rebind(old, i, check) {
     const missing = sock.goneFor(old.path, check.lastSeen);
     let fresh;
     try {
