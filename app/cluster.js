@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 // The tunekit primary: binds the listener, hands it to N workers (app/worker.js),
-// respawns them, restarts them one at a time on SIGHUP, drains on SIGTERM/SIGINT.
+// respawns them, restarts them one at a time on SIGHUP, drains on SIGTERM/SIGINT,
+// and binds its socket path again when the file is deleted under it.
 //
 //   node app/cluster.js --config /etc/tunekit-app/app.json
 //
@@ -52,6 +53,10 @@ class Primary {
     this.exit = exit;
     this.listen = settings.endpoint;
     this.bound = []; // per slot for per-worker, else one entry
+    this.unreachable = []; // bindings replaced by a re-bind: held open, never closed or released
+    this.checks = new Map(); // socket path -> { lastSeen, reported }: the periodic path check
+    this.checkTimer = null;
+    this.moveAfterReload = false;
     this.rrSocket = null; // round-robin: the socket Node's cluster bound, as we last saw it
     this.slots = Array.from({ length: settings.workers }, (_, i) => ({ n: i + 1, current: null, timer: null }));
     this.infos = new Map(); // worker.id -> info
@@ -106,9 +111,11 @@ class Primary {
 
   /**
    * Round-robin: Node's cluster bound the socket (again, if every worker had left).
-   * Make its group and mode right, and remember which file it is.
+   * Make its group and mode right, and remember which file it is. `info` is the
+   * worker that just listened: while another one listens, Node's cluster still holds
+   * the socket it bound first, so another file at the path is not Node's: left alone.
    */
-  adoptRoundRobinSocket() {
+  adoptRoundRobinSocket(info) {
     if (this.s.strategy !== 'round-robin' || this.listen.kind !== 'unix') return;
     const p = this.listen.path;
     let st;
@@ -120,9 +127,11 @@ class Primary {
     const gid = sock.resolveGroup(this.s.socketGroup);
     const mode = this.s.modeBits;
     if (this.rrSocket && sock.sameFile(sock.identity(p), this.rrSocket) && (gid === null || st.gid === gid)) return;
+    const othersListen = [...this.infos.values()].some((other) => other !== info && other.state === 'ready');
+    if (this.rrSocket && othersListen && sock.pathState(this.rrSocket) !== 'ours') return;
     if (gid !== null && st.gid !== gid) fs.chownSync(p, -1, gid);
     if ((st.mode & 0o777) !== mode) fs.chmodSync(p, mode);
-    this.rrSocket = { kind: 'unix', path: p, ...sock.identity(p), owned: true };
+    this.rrSocket = { kind: 'unix', path: p, ...sock.identity(p), owned: true, boundAt: Date.now() };
     this.log('info', 'listen', { listen: `unix:${p}`, mode: this.s.socketMode, group: this.s.socketGroup || null, backlog: this.s.backlog, bound_by: 'node-cluster' });
   }
 
@@ -193,7 +202,7 @@ class Primary {
       clearTimeout(info.startTimer);
       if (info.state === 'starting') info.state = 'ready';
       try {
-        this.adoptRoundRobinSocket();
+        this.adoptRoundRobinSocket(info);
       } catch (err) {
         this.log('error', 'socket-group', { error: err.message });
       }
@@ -204,25 +213,35 @@ class Primary {
     }
   }
 
+  /** The binding a slot's worker listens on (undefined: Node's cluster binds). */
+  bindingOf(slot) {
+    return this.s.strategy === 'per-worker' ? this.bound[slot.n - 1] : this.bound[0];
+  }
+
   sendListener(info) {
     if (!info.slot) return;
-    const b = this.s.strategy === 'per-worker' ? this.bound[info.slot.n - 1] : this.bound[0];
+    const b = this.bindingOf(info.slot);
+    info.listener = b;
     const send = (m, handle) => info.worker.send(m, handle, () => {});
     if (b) send({ tunekit: MSG.LISTEN, via: 'handle', address: b.path }, b.handle);
     else send({ tunekit: MSG.LISTEN, via: 'cluster' });
   }
 
-  /** Give a dead worker's slot to the waiting spare. */
-  promoteSpare(slot) {
+  /**
+   * Give a slot to the waiting spare, if there is one: a dead worker's slot, or
+   * (replacement) a slot whose worker a rolling restart replaces.
+   */
+  takeSpare(slot, { replacement = false } = {}) {
     const spare = this.spare;
-    if (!spare || !spare.waiting || spare.state !== 'spare') return false;
+    if (!spare || !spare.waiting || spare.state !== 'spare') return null;
     this.spare = null;
     spare.state = 'starting';
     spare.slot = slot;
-    slot.current = spare;
+    spare.replacement = replacement;
+    if (!replacement) slot.current = spare;
     this.log('info', 'spare-promoted', { worker: spare.id, worker_pid: spare.pid, slot: slot.n });
     this.sendListener(spare);
-    return true;
+    return spare;
   }
 
   /** Keep one loaded spare (settings.spareWorkers > 0), forked after `delay`. */
@@ -246,6 +265,7 @@ class Primary {
     if (this.s.strategy === 'per-worker') fields.sockets = socketPaths(this.s);
     this.log('info', 'ready', fields);
     this.scheduleSpare(0);
+    this.watchSockets();
   }
 
   pids() {
@@ -299,7 +319,7 @@ class Primary {
       return;
     }
     const slot = info.slot;
-    if (this.promoteSpare(slot)) {
+    if (this.takeSpare(slot)) {
       this.scheduleSpare(delay);
       return;
     }
@@ -315,25 +335,32 @@ class Primary {
 
   // ---- signals ---------------------------------------------------------------
 
-  async reload() {
+  /**
+   * Rolling restart: one slot at a time, a new worker listens before the old one
+   * drains. SIGHUP restarts every slot with new processes (new code); after a
+   * re-bind (reason 'socket-rebound') only the slots on a socket the runner no
+   * longer binds, and the waiting spare, loaded and idle, takes the first of them.
+   */
+  async reload({ reason, slots = this.slots } = {}) {
     if (this.state !== 'running' || this.reloading) {
       this.log('warn', 'reload-ignored', { reason: this.reloading ? 'a rolling restart is already running' : `state is ${this.state}` });
       return;
     }
     this.reloading = true;
-    const before = this.pids();
-    this.log('info', 'reload', { workers: before });
+    const before = slots.map((slot) => slot.current && slot.current.pid).filter(Boolean);
+    const rebound = reason === 'socket-rebound';
+    this.log('info', 'reload', { workers: before, reason, slots: rebound ? slots.map((slot) => slot.n) : undefined });
     clearTimeout(this.spareTimer);
-    if (this.spare) {
+    if (this.spare && !rebound) {
       const old = this.spare; // loaded with the old code
       this.spare = null;
       this.retire(old);
     }
     try {
-      for (const slot of this.slots) {
+      for (const slot of slots) {
         if (this.state !== 'running') return;
         const old = slot.current;
-        const fresh = this.fork(slot, { replacement: true });
+        const fresh = (rebound && this.takeSpare(slot, { replacement: true })) || this.fork(slot, { replacement: true });
         const ok = await fresh.ready;
         if (!ok || this.state !== 'running') {
           this.log('error', 'reload-failed', {
@@ -352,11 +379,137 @@ class Primary {
         slot.current = fresh;
         if (previous && previous !== fresh && this.infos.has(previous.id)) await this.retire(previous);
       }
-      this.log('info', 'reload-done', { workers: this.pids(), replaced: before });
+      this.log('info', 'reload-done', { workers: this.pids(), replaced: before, reason });
     } finally {
       this.reloading = false;
       this.scheduleSpare(0);
+      if (this.moveAfterReload) {
+        // A re-bind during this restart: workers started before it hold the old socket.
+        this.moveAfterReload = false;
+        setImmediate(() => this.moveWorkers());
+      }
     }
+  }
+
+  // ---- the socket path, checked ------------------------------------------------
+  //
+  // An rm or a tmpfiles clean-up can delete the socket file under the running app:
+  // the workers keep accepting on a socket nobody can reach by path any more, and
+  // nginx's connect() fails with ENOENT (502) for every new upstream connection.
+  // Every socketCheckMs the primary looks at each path it bound:
+  //   our file      → nothing to do
+  //   gone          → bind a new socket there (mode and group as at the start), then a
+  //                   rolling restart of the slots on the old one (moveWorkers)
+  //   another file  → never touched; said once (socket-replaced)
+  // Round-robin: Node's cluster holds that socket, and binds again only once every
+  // worker has left it (closing its handle, which unlinks the path unchecked), so
+  // the runner only says the path is gone and that a restart fixes it. Inherited
+  // sockets (fd:N, systemd) are not the runner's: never checked.
+
+  watchSockets() {
+    if (!this.s.socketCheckMs || this.listen.kind !== 'unix' || this.checkTimer) return;
+    this.checkTimer = setInterval(() => {
+      if (this.state !== 'running') return;
+      try {
+        this.checkSockets();
+      } catch (err) {
+        this.log('error', 'primary-error', { error: err.stack || String(err) });
+      }
+    }, this.s.socketCheckMs);
+    this.checkTimer.unref();
+  }
+
+  /** Log an event once per state of a path (again only after the state changed). */
+  reportOnce(check, key, level, event, fields) {
+    if (check.reported === key) return;
+    check.reported = key;
+    this.log(level, event, fields);
+  }
+
+  checkSockets() {
+    if (this.s.strategy === 'round-robin') {
+      // Node's handle (and so the socket's inode) is held only while a worker listens.
+      if (this.rrSocket && this.slots.some((slot) => slot.current && slot.current.state === 'ready')) this.checkSocket(this.rrSocket, -1);
+      return;
+    }
+    for (let i = 0; i < this.bound.length; i++) {
+      const b = this.bound[i];
+      if (b.kind === 'unix' && b.owned) this.checkSocket(b, i);
+    }
+  }
+
+  checkSocket(b, i) {
+    // Known to be ours since it was bound; since each check that found it, after that.
+    if (!this.checks.has(b.path)) this.checks.set(b.path, { lastSeen: b.boundAt, reported: null });
+    const check = this.checks.get(b.path);
+    let state;
+    try {
+      state = sock.pathState(b);
+    } catch (err) {
+      this.reportOnce(check, err.code, 'warn', 'socket-check-failed', { path: b.path, error: err.message, code: err.code });
+      return;
+    }
+    if (state === 'ours') {
+      check.lastSeen = Date.now();
+      check.reported = null;
+      return;
+    }
+    if (state === 'replaced') {
+      this.reportOnce(check, 'replaced', 'warn', 'socket-replaced', {
+        path: b.path,
+        reason: 'another file now sits at the socket path; the runner leaves it alone, and nginx connects to it, not to this app',
+        fix: `find what put it there and move it away (the runner then binds ${b.path} again within ${this.s.socketCheckMs} ms), or stop what serves on it and restart the app`,
+      });
+      return;
+    }
+    if (i < 0) {
+      this.reportOnce(check, 'gone', 'warn', 'socket-gone', {
+        path: b.path,
+        ...sock.goneFor(b.path, check.lastSeen),
+        reason: 'the socket file was deleted; with strategy round-robin Node\'s cluster holds the socket and the runner cannot bind the path again while workers listen on it',
+        fix: 'restart the app (systemctl restart tunekit-app); find what deleted it (a tmpfiles rule, an rm)',
+      });
+      return;
+    }
+    this.rebind(b, i, check);
+  }
+
+  /** The socket file of binding i is gone: bind the path again and move the workers. */
+  rebind(old, i, check) {
+    const missing = sock.goneFor(old.path, check.lastSeen);
+    let fresh;
+    try {
+      fresh = sock.bindAgain(old.path, this.s);
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      this.reportOnce(check, `rebind:${err.code}`, 'warn', 'socket-rebind-failed', { path: old.path, error: err.message, code: err.code, retry_ms: this.s.socketCheckMs });
+      return;
+    }
+    // The old handle stays open here for good: closing it would make libuv unlink
+    // its path, which now holds the new socket. Its workers drain off it below.
+    this.unreachable.push(old);
+    this.bound[i] = fresh;
+    check.lastSeen = fresh.boundAt;
+    check.reported = null;
+    this.log('info', 'socket-rebound', { path: fresh.path, ...missing, mode: this.s.socketMode, group: this.s.socketGroup || null });
+    this.moveWorkers();
+  }
+
+  /** Slots whose worker listens on a socket the runner no longer binds. */
+  staleSlots() {
+    return this.slots.filter((slot) => slot.current && slot.current.listener && slot.current.listener !== this.bindingOf(slot));
+  }
+
+  /** Restart the workers of the old socket one at a time: new ones get the new socket. */
+  moveWorkers() {
+    if (this.state !== 'running') return;
+    if (this.reloading) {
+      this.moveAfterReload = true;
+      return;
+    }
+    const slots = this.staleSlots();
+    if (!slots.length) return;
+    this.reload({ reason: 'socket-rebound', slots }).catch((err) => this.log('error', 'reload-failed', { error: err.message }));
   }
 
   /** Ask a worker to drain; SIGKILL it if it is still there after the drain timeout. */
@@ -389,6 +542,7 @@ class Primary {
     this.exitCode = code;
     for (const slot of this.slots) clearTimeout(slot.timer);
     clearTimeout(this.spareTimer);
+    clearInterval(this.checkTimer);
     this.log('info', 'drain', { reason, timeout_ms: this.s.drainTimeoutMs, workers: [...this.infos.values()].map((i) => i.pid) });
     // Unlink first (only our own inode): new connects fail at once instead of
     // queueing on a socket nobody will accept on again.
@@ -407,8 +561,9 @@ class Primary {
     this.log('info', 'stop', { code: this.exitCode });
     for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.removeListener(sig, this.signalHandlers[sig]);
     if (this.done) this.done(this.exitCode);
-    // Leave without closing the bound handles: closing one makes libuv unlink its
-    // path, and we only unlink after checking the inode (releaseListeners).
+    // Leave without closing the bound handles (nor those a re-bind replaced): closing
+    // one makes libuv unlink its path, and we only unlink after checking the inode
+    // (releaseListeners, which checks the current bindings only).
     this.exit(this.exitCode);
   }
 

@@ -16,7 +16,7 @@ const { SettingsError } = require('./errors');
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
   'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'respawnBackoffMaxMs',
-  'spareWorkers', 'killGraceMs',
+  'spareWorkers', 'killGraceMs', 'socketCheckMs',
 ];
 
 // Every field app/settings.json.j2 renders. No defaults here: the one definition

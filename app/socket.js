@@ -5,6 +5,9 @@
 //   bind            → umask around bind() so the mode is right from its first moment,
 //                     then chgrp; remember dev/ino
 //   hand the handle → to the workers (app/cluster.js); the primary never accepts on it
+//   check           → every socketCheckMs (app/cluster.js): is the path still our file?
+//                     gone → bind again (bindAgain) and hand the new handle to new
+//                     workers; another file → leave it alone
 //   release         → unlink only if the inode at the path is still the one we bound
 //
 // Why a raw handle (net._createServerHandle, the function Node's own cluster primary
@@ -14,7 +17,9 @@
 // handle that bound it closes, so the primary never closes this handle itself: it
 // unlinks after the inode check and leaves with process.exit() (which runs no
 // handle cleanup). Handles the workers receive over IPC carry no path and never
-// unlink, whatever the worker does.
+// unlink, whatever the worker does. After a re-bind the old handle stays open in the
+// primary for the same reason: closing it would unlink the path, which now holds the
+// new socket.
 
 const fs = require('node:fs');
 const net = require('node:net');
@@ -145,7 +150,7 @@ function resolveGroup(group) {
 
 /**
  * Bind a Unix socket with mode and group from its first moment.
- * @returns {{kind:'unix', path:string, handle:object, dev:number, ino:number, owned:true}}
+ * @returns {{kind:'unix', path:string, handle:object, dev:bigint, ino:bigint, ctimeNs:bigint, owned:true, boundAt:number}}
  */
 function bindUnix(socketPath, { socketMode, socketGroup }) {
   const mode = parseMode(socketMode);
@@ -173,7 +178,18 @@ function bindUnix(socketPath, { socketMode, socketGroup }) {
       err.code,
     );
   }
-  return { kind: 'unix', path: socketPath, handle, ...identity(socketPath), owned: true };
+  return { kind: 'unix', path: socketPath, handle, ...identity(socketPath), owned: true, boundAt: Date.now() };
+}
+
+/**
+ * Bind a new socket at a path whose file was deleted under the running app. Unlike
+ * the start (preparePath), nothing at the path is removed: whatever appeared there
+ * since the check found it gone belongs to someone else, and bind() fails with
+ * EADDRINUSE rather than replace it.
+ */
+function bindAgain(socketPath, options) {
+  checkDirectory(socketPath);
+  return bindUnix(socketPath, options);
 }
 
 function bindTcp(host, port, ipv6) {
@@ -229,6 +245,40 @@ function sameFile(a, b) {
 }
 
 /**
+ * What the path of a socket the runner still holds open has now: 'ours', 'gone' or
+ * 'replaced' (another file, socket or not). Device and inode decide: while the socket
+ * is open its inode stays allocated, even once unlinked (the socket keeps a
+ * reference to it), so no other file can have its number. The change time is left
+ * out because a chmod or chgrp of our own socket changes it. Throws on anything but
+ * ENOENT (a directory we may not search, ...).
+ */
+function pathState(bound) {
+  let st;
+  try {
+    st = fs.lstatSync(bound.path, { bigint: true });
+  } catch (err) {
+    if (err.code === 'ENOENT') return 'gone';
+    throw err;
+  }
+  return st.dev === bound.dev && st.ino === bound.ino ? 'ours' : 'replaced';
+}
+
+/**
+ * How long a path has been gone, as far as its directory tells: at most since
+ * `lastSeenMs` (the last check that found it), at least since the directory last
+ * changed, when that is later (the unlink changed it; so may anything after it).
+ * Read it before binding again: the bind changes the directory too.
+ */
+function goneFor(socketPath, lastSeenMs, now = Date.now()) {
+  const out = { missing_ms_at_most: Math.round(now - lastSeenMs) };
+  try {
+    const changed = fs.statSync(path.dirname(socketPath)).mtimeMs;
+    if (changed >= lastSeenMs && changed <= now) out.missing_ms_at_least = Math.round(now - changed);
+  } catch { /* the bind names a missing directory */ }
+  return out;
+}
+
+/**
  * Remove a socket we bound, only if the path still holds the file we created.
  * @returns {'removed'|'gone'|'replaced'|'not-owned'}
  */
@@ -258,9 +308,12 @@ module.exports = {
   preparePath,
   resolveGroup,
   bindUnix,
+  bindAgain,
   bindTcp,
   adoptFd,
   identity,
   sameFile,
+  pathState,
+  goneFor,
   release,
 };

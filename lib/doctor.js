@@ -55,10 +55,14 @@ function stoppedOf(pids) {
   });
 }
 
-/** Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }]. */
+/**
+ * Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }];
+ * a unix one also has `ino`, the inode of the file it was bound to (ss -e), which
+ * tells apart two sockets bound to one path (one of them deleted from it).
+ */
 function listeners() {
   const out = [];
-  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
+  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p', '-e']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
     const r = spawnSync('ss', args, { encoding: 'utf8' });
     if (r.status !== 0) continue;
     for (const line of r.stdout.split('\n')) {
@@ -69,7 +73,8 @@ function listeners() {
       // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids });
+        const ino = / ino:(\d+) dev:/.exec(line);
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids, ino: ino ? Number(ino[1]) : null });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), local: f[3], pids });
       }
@@ -271,6 +276,7 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     try {
       const st = fs.statSync(p);
       entry.exists = true;
+      entry.ino = st.ino;
       entry.isSocket = st.isSocket();
       entry.mode = st.mode & 0o777;
       entry.group = accounts.groupName(st.gid);
@@ -281,7 +287,9 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     } catch (err) {
       entry.error = err.code;
     }
-    const l = live.find((x) => x.kind === 'unix' && x.local === p);
+    // After the runner bound a deleted path again, its old socket still listens under
+    // the same name (the runner holds it): the one bound to the file at the path counts.
+    const l = live.find((x) => x.kind === 'unix' && x.local === p && (!entry.exists || x.ino == null || x.ino === entry.ino));
     if (l) {
       entry.backlog = l.backlog;
       entry.queued = l.queued;
@@ -534,7 +542,7 @@ function analyze(facts, def = config.resolve()) {
   for (const s of facts.sockets) {
     if (!s.exists && s.pids && s.pids.length) {
       add('socket-deleted', 'fail', `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
-        'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)');
+        deletedSocketFix(app && app.settings));
     }
   }
   // Nothing accepts on an existing socket: the app is stopped (a stale socket file).
@@ -547,9 +555,19 @@ function analyze(facts, def = config.resolve()) {
   return out;
 }
 
+/** What to do about a deleted socket file: the runner binds it again, unless it cannot. */
+function deletedSocketFix(settings) {
+  const restart = 'restart the app (systemctl restart tunekit-app) so that it binds the path again; find what deleted it (a tmpfiles rule, an rm)';
+  if (!settings) return `the kit's runner binds the path again within socketCheckMs (1000 ms by default); if this persists: ${restart}`;
+  if (settings.socketCheckMs == null) return `this app.json has no socketCheckMs: its runner, older than this kit, does not bind the path again by itself; ${restart}`;
+  if (settings.socketCheckMs === 0) return `socketCheckMs is 0 in app.json (tunekit_app_socket_check_ms): the runner's check is off; ${restart}`;
+  if (settings.strategy === 'round-robin') return `with strategy round-robin Node's cluster holds the socket and the runner does not bind the path again; ${restart}`;
+  return `the runner binds the path again within socketCheckMs (${settings.socketCheckMs} ms) and logs socket-rebound; if this persists, the running runner is older than this app.json or its check failed (socket-rebind-failed in its log): ${restart}`;
+}
+
 function summarize(findings) {
   const count = (l) => findings.filter((f) => f.level === l).length;
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile };
+module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };

@@ -54,14 +54,35 @@ function reloadRow(key, f, all) {
 
 const stamp = (f) => `${f.machine}, ${f.measured.slice(0, 16)}Z. \`${f.command}\``;
 
+const counts = (c) => Object.entries(c).map(([k, v]) => `${v} x ${k}`).join(', ');
+
+// What a client sees while new upstream connections fail and pooled ones still work.
+const POOLED_ONLY = 'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502';
+
+// Two cases share the row function: the runner's check on (the kit's default), and off.
 function socketDeletedRow(key, f) {
+  if (key === 'socket-deleted check-off') {
+    return [
+      'app socket file deleted under a running stack, the runner\'s check off (tunekit_app_socket_check_ms=0)',
+      `${POOLED_ONLY}, until the app is restarted`,
+      `\`${f.nginx}\``,
+      `fail: ${f.doctor}; fix: ${f.fix}`,
+      'none with the check off: restart the app',
+      `16 requests at once after the delete: ${counts(f.burst)}; ${f.waitedMs} ms later: ${counts(f.later)}. ${stamp(f)}`,
+    ];
+  }
   return [
     'app socket file deleted under a running stack',
-    'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502',
-    `\`${f.nginx}\``,
-    `fail: ${f.doctor}; fix: ${f.fix}`,
-    'none yet: the runner does not re-bind a deleted path; restart the app',
-    `16 requests at once after the delete: ${Object.entries(f.burst).map(([k, v]) => `${v} x ${k}`).join(', ')}. ${stamp(f)}`,
+    `until the runner binds the path again (it checks every ${f.checkMs} ms): ${POOLED_ONLY}; then 200 again, without a restart`,
+    f.nginx ? `\`${f.nginx}\`, until then` : 'nothing',
+    `after the re-bind: ${f.doctorAfter.length ? `fail: ${f.doctorAfter.join(', ')}` : 'no fail'}; while the file is gone, socket-deleted, as with the check off (next row)`,
+    `the runner checks its socket path every tunekit_app_socket_check_ms (${f.checkMs} ms), binds a deleted one again with its mode and group and moves its workers onto it (the warm spare first), strategies shared and per-worker; round-robin logs socket-gone: restart the app`,
+    [
+      `16 requests at once right after the delete: ${counts(f.burst)}.`,
+      `Then bursts 20 ms apart: the first all 200 of ${f.backRun} in a row (one alone may be served on pooled connections only) ended ${f.back.ms} ms after the unlink (burst ${f.back.bursts}).`,
+      `The runner logged socket-rebound with the file missing ${f.missingMs.atLeast == null ? 'up to ' : `${f.missingMs.atLeast}-`}${f.missingMs.atMost} ms as far as it could tell, and had moved both workers ${f.movedMs} ms after the unlink.`,
+      stamp(f),
+    ].join(' '),
   ];
 }
 
@@ -76,12 +97,10 @@ function appStoppedRow(key, f) {
   ];
 }
 
-const counts = (c) => Object.entries(c).map(([k, v]) => `${v} x ${k}`).join(', ');
-
 function socketEaccesRow(key, f) {
   return [
     'app socket\'s mode changed (chmod 0600) so nginx\'s worker user may not connect',
-    'requests on nginx\'s pooled upstream connections still get 200; those needing a new upstream connection get 502',
+    POOLED_ONLY,
     `\`${f.nginx}\``,
     `fail: ${f.doctor}; fix: ${f.fix}`,
     'the runner binds the socket with the mode and group of app.json from its first moment (tunekit_socket_mode, tunekit_socket_group); restore them or restart the app',

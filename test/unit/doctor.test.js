@@ -120,6 +120,21 @@ test('a full accept queue on the app socket fails, naming stopped app processes'
   assert.equal(doctor.analyze(facts({ sockets: [{ ...sock, queued: 2 }] })).find((x) => x.id === 'accept-queue'), undefined);
 });
 
+test('a deleted socket file fails; the fix says whether the runner binds the path again', () => {
+  const sock = { path: '/run/app/app.sock', exists: false, error: 'ENOENT', pids: [10, 11, 11] };
+  const deleted = (settings) => doctor.analyze(facts({ app: settings && { settings, healthz: null }, sockets: [sock] })).find((x) => x.id === 'socket-deleted');
+  const f = deleted({ strategy: 'shared', socketCheckMs: 1000 });
+  assert.equal(f.level, 'fail');
+  assert.match(f.what, /^socket file \/run\/app\/app\.sock was deleted while app processes \(pids 10, 11\) still listen on it: .*\(2: No such file or directory\)/);
+  assert.match(f.fix, /^the runner binds the path again within socketCheckMs \(1000 ms\) and logs socket-rebound; if this persists, .*: restart the app/);
+  assert.match(deleted({ strategy: 'shared', socketCheckMs: 0 }).fix, /^socketCheckMs is 0 in app\.json \(tunekit_app_socket_check_ms\): the runner's check is off; restart the app/);
+  assert.match(deleted({ strategy: 'round-robin', socketCheckMs: 1000 }).fix, /^with strategy round-robin .* does not bind the path again; restart the app/);
+  assert.match(deleted({ strategy: 'shared' }).fix, /^this app\.json has no socketCheckMs: its runner, older than this kit, does not bind the path again by itself; restart the app/);
+  assert.match(deleted(null).fix, /within socketCheckMs \(1000 ms by default\); if this persists: restart the app/);
+  // The file is there: no such finding.
+  assert.equal(doctor.analyze(facts({ sockets: [{ ...sock, exists: true, isSocket: true, mode: 0o660, group: 'app', dirMode: 0o750 }] })).find((x) => x.id === 'socket-deleted'), undefined);
+});
+
 test('access() follows search permission on every parent directory', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-doc-'));
   try {

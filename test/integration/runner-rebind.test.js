@@ -1,0 +1,211 @@
+'use strict';
+// The socket file deleted under a running runner (an rm, a tmpfiles clean-up): the
+// primary binds the path again, with its mode and group, logs socket-rebound and
+// moves its workers onto the new socket one at a time; its old socket stays open in
+// the primary, and at shutdown only the new one is removed. Another file at the path
+// is never touched (socket-replaced, once). With the check off nothing happens.
+// Per-worker binds only the deleted PATH.N again; round-robin says the path is gone
+// and that a restart fixes it.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const h = require('../fixtures/runner/harness');
+const { listeners } = require('../../lib/doctor');
+const { sleep } = require('../lib/util');
+
+const group = h.someGroup();
+const CHECK_MS = 100;
+
+/** A runner of 2 workers on DIR/app.sock, checking every CHECK_MS (or checkMs), ready. */
+async function startRunner(t, { extra = [], checkMs = CHECK_MS, module = null, env = {} } = {}) {
+  const sock = path.join(h.tmpDir(t), 'app.sock');
+  const r = h.start(t, {
+    args: [...(module ? [module] : []), '--listen', `unix:${sock}`, '--workers', '2', '--socket-group', group.name,
+      '--socket-mode', '0660', '--set', `tunekit_app_socket_check_ms=${checkMs}`, ...extra],
+    env,
+  });
+  return { sock, r, ready: await r.ready() };
+}
+
+const sorted = (pids) => [...new Set(pids)].sort((a, b) => a - b);
+
+/**
+ * The processes holding the socket bound to the file now at `p` (`current`), and
+ * those holding sockets once bound to that path and since deleted from it (`old`).
+ */
+function holders(p) {
+  const ino = fs.lstatSync(p).ino;
+  const all = listeners().filter((l) => l.kind === 'unix' && l.local === p);
+  return {
+    current: sorted(all.filter((l) => l.ino === ino).flatMap((l) => l.pids)),
+    old: sorted(all.filter((l) => l.ino !== ino).flatMap((l) => l.pids)),
+  };
+}
+
+function assertModeAndGroup(p) {
+  const st = fs.lstatSync(p);
+  assert.ok(st.isSocket(), `${p} is a socket`);
+  assert.equal((st.mode & 0o7777).toString(8), '660', `${p} mode`);
+  assert.equal(st.gid, group.gid, `${p} group ${group.name}`);
+}
+
+/** What a server at `p` says on a new connection. */
+function hello(p) {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(p);
+    let b = '';
+    c.on('data', (d) => { b += d; });
+    c.on('end', () => resolve(b));
+    c.on('error', reject);
+  });
+}
+
+/** Another process's server, bound beside `sock` and then renamed over it (atomically). */
+async function theirServer(t, sock) {
+  const other = net.createServer((c) => c.on('error', () => {}).end('theirs\n'));
+  await new Promise((resolve) => other.listen(`${sock}.theirs`, resolve));
+  t.after(() => new Promise((resolve) => other.close(resolve)));
+  fs.renameSync(`${sock}.theirs`, sock);
+  return fs.lstatSync(sock).ino;
+}
+
+const count = (r, event) => r.events.filter((e) => e.event === event).length;
+
+test('socket file deleted (shared): bound again with its mode and group, logged, workers moved, served; shutdown removes only the new socket', async (t) => {
+  const { sock, r, ready } = await startRunner(t);
+  const first = fs.lstatSync(sock).ino;
+
+  fs.unlinkSync(sock);
+  const ev = await r.waitFor('socket-rebound');
+  assert.equal(ev.path, sock);
+  assert.ok(Number.isInteger(ev.missing_ms_at_most), `how long it was missing, as far as the runner can tell: ${JSON.stringify(ev)}`);
+  assert.notEqual(fs.lstatSync(sock).ino, first, 'a new socket file');
+  assertModeAndGroup(sock);
+
+  const done = await r.waitFor('reload-done', (e) => e.reason === 'socket-rebound');
+  assert.equal(done.workers.length, 2);
+  for (const pid of ready.workers) assert.ok(!done.workers.includes(pid), `worker ${pid} of the old socket replaced`);
+  const answers = await h.requests(sock, 20, { concurrency: 4 });
+  for (const res of answers) {
+    assert.equal(res.status, 200);
+    assert.ok(done.workers.includes(res.json.pid), 'answered by a worker on the new socket');
+  }
+  // The workers listen on the new socket; the old one is held open by the primary
+  // alone (closing it would unlink the path, now the new socket's).
+  const held = holders(sock);
+  assert.deepEqual(held.current, sorted([r.pid, ...done.workers]));
+  assert.deepEqual(held.old, [r.pid]);
+
+  r.signal('SIGTERM');
+  assert.equal((await r.exited).code, 0);
+  assert.equal(fs.existsSync(sock), false, 'the new socket is removed at shutdown');
+  assert.deepEqual(r.events.filter((e) => e.event === 'socket-removed').map((e) => e.path), [sock], 'one removal, of the path');
+  assert.equal(count(r, 'socket-kept'), 0, 'the old binding is not released (its inode is not at the path)');
+});
+
+test('another socket renamed over ours: left alone and answering, socket-replaced once; moved away, the path is bound again', async (t) => {
+  const { sock, r } = await startRunner(t);
+
+  const theirs = await theirServer(t, sock);
+  const ev = await r.waitFor('socket-replaced');
+  assert.equal(ev.path, sock);
+  assert.equal(ev.level, 'warn');
+  assert.match(ev.fix, /move it away \(the runner then binds .*app\.sock again within 100 ms\)/);
+  await sleep(CHECK_MS * 5);
+  assert.equal(count(r, 'socket-replaced'), 1, 'said once');
+  assert.equal(count(r, 'socket-rebound'), 0);
+  assert.equal(fs.lstatSync(sock).ino, theirs, 'their socket is still at the path');
+  assert.equal(await hello(sock), 'theirs\n', 'and still answers');
+
+  // The fix it names: move their file away, and the runner binds the path again.
+  fs.renameSync(sock, `${sock}.moved`);
+  await r.waitFor('socket-rebound');
+  assertModeAndGroup(sock);
+  await r.waitFor('reload-done', (e) => e.reason === 'socket-rebound');
+  assert.equal((await h.request(sock)).status, 200);
+  r.signal('SIGTERM');
+  assert.equal((await r.exited).code, 0);
+  assert.equal(fs.existsSync(sock), false);
+  assert.equal(fs.lstatSync(`${sock}.moved`).ino, theirs, 'their socket, moved, is untouched');
+});
+
+test('a regular file renamed over our socket: left intact, socket-replaced once, kept at shutdown', async (t) => {
+  const { sock, r } = await startRunner(t);
+  fs.writeFileSync(`${sock}.tmp`, 'precious data\n');
+  fs.renameSync(`${sock}.tmp`, sock);
+  await r.waitFor('socket-replaced');
+  await sleep(CHECK_MS * 5);
+  assert.equal(count(r, 'socket-replaced'), 1);
+  assert.equal(count(r, 'socket-rebound'), 0);
+  r.signal('SIGTERM');
+  assert.equal((await r.exited).code, 0);
+  assert.ok(r.events.some((e) => e.event === 'socket-kept'), 'socket-kept logged');
+  assert.equal(fs.readFileSync(sock, 'utf8'), 'precious data\n');
+});
+
+test('the check off (tunekit_app_socket_check_ms=0): a deleted socket stays deleted', async (t) => {
+  const { sock, r } = await startRunner(t, { checkMs: 0 });
+  fs.unlinkSync(sock);
+  // Longer than the default interval (1000 ms).
+  await sleep(1500);
+  assert.equal(fs.existsSync(sock), false, 'nothing bound the path again');
+  await assert.rejects(h.request(sock), { code: 'ENOENT' });
+  for (const event of ['socket-rebound', 'socket-gone', 'reload']) assert.equal(count(r, event), 0, `no ${event}`);
+  r.signal('SIGTERM');
+  assert.equal((await r.exited).code, 0);
+  assert.equal(count(r, 'socket-removed'), 0);
+});
+
+test('per-worker: only the deleted PATH.N is bound again, and only its slot restarted', async (t) => {
+  const { r, ready } = await startRunner(t, { extra: ['--strategy', 'per-worker'] });
+  const [one, two] = ready.sockets;
+  const inoOne = fs.lstatSync(one).ino;
+  const slotWorkers = await Promise.all([one, two].map(async (p) => (await h.request(p)).json.pid));
+
+  fs.unlinkSync(two);
+  const ev = await r.waitFor('socket-rebound');
+  assert.equal(ev.path, two);
+  assertModeAndGroup(two);
+  const done = await r.waitFor('reload-done', (e) => e.reason === 'socket-rebound');
+  assert.deepEqual(done.replaced, [slotWorkers[1]], 'only the worker of the deleted socket was replaced');
+  assert.equal(fs.lstatSync(one).ino, inoOne, `${one} untouched`);
+  assert.equal((await h.request(one)).json.pid, slotWorkers[0], 'slot 1 keeps its worker');
+  const res = await h.request(two);
+  assert.equal(res.status, 200);
+  assert.ok(done.workers.includes(res.json.pid) && res.json.pid !== slotWorkers[1], 'a new worker answers on the new socket');
+});
+
+test('round-robin: a deleted socket is said once (socket-gone, with the fix), not bound again', async (t) => {
+  const { sock, r } = await startRunner(t, { extra: ['--strategy', 'round-robin'] });
+  fs.unlinkSync(sock);
+  const ev = await r.waitFor('socket-gone');
+  assert.equal(ev.level, 'warn');
+  assert.equal(ev.path, sock);
+  assert.match(ev.reason, /round-robin/);
+  assert.match(ev.fix, /restart the app/);
+  await sleep(CHECK_MS * 5);
+  assert.equal(count(r, 'socket-gone'), 1, 'said once');
+  assert.equal(count(r, 'socket-rebound'), 0);
+  assert.equal(fs.existsSync(sock), false);
+});
+
+test('deleted during a rolling restart (SIGHUP): the workers started before the re-bind are moved too', async (t) => {
+  // No spare, and 1.5 s to load: each new worker of the restart gives a known window.
+  const { sock, r, ready } = await startRunner(t, {
+    module: path.join(h.FIXTURES, 'slow-start-app.js'), extra: ['--set', 'tunekit_app_spare_workers=0'], env: { SLOW_START_MS: '1500' },
+  });
+  r.signal('SIGHUP');
+  // Slot 1's new worker listens on the socket about to be deleted.
+  await r.waitFor('worker-ready', (e) => !ready.workers.includes(e.worker_pid));
+  fs.unlinkSync(sock);
+  await r.waitFor('socket-rebound');
+  const moved = await r.waitFor('reload-done', (e) => e.reason === 'socket-rebound');
+  assert.ok(r.events.some((e) => e.event === 'reload-done' && e.reason === undefined), 'the SIGHUP restart finished');
+  const res = await h.request(sock);
+  assert.equal(res.status, 200);
+  assert.ok(moved.workers.includes(res.json.pid));
+  assert.deepEqual(holders(sock).current, sorted([r.pid, ...moved.workers]), 'every worker listens on the new socket');
+});
