@@ -125,12 +125,64 @@ function lingeringClose(socket) {
   socket.end();
 }
 
+// ---- the open-files limit ---------------------------------------------------------
+//
+// When accept() fails with EMFILE, libuv closes a descriptor it keeps in reserve,
+// accepts the waiting connections and closes them unread, then takes the reserve
+// back (uv__emfile_trick, https://github.com/libuv/libuv/blob/v1.x/src/unix/stream.c):
+// Node never sees the error, and nginx answers those requests 502. So the worker
+// watches its own count: the descriptors open when it started listening plus the
+// connections it holds. At the soft RLIMIT_NOFILE (read from /proc/self/limits,
+// again every FILES_CHECK_MS, so a prlimit is seen too) it logs open-files-limit,
+// at most once per FILES_LOG_MS, with how often it was hit since.
+const FILES_CHECK_MS = 1000;
+const FILES_LOG_MS = 10_000;
+const files = { limit: Infinity, baseline: 0, hits: 0, lastLog: 0 };
+
+function readFilesLimit() {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    files.limit = m && m[1] !== 'unlimited' ? Number(m[1]) : Infinity;
+  } catch {
+    files.limit = Infinity; // no procfs: not watched
+  }
+}
+
+function watchFiles() {
+  try {
+    files.baseline = fs.readdirSync('/proc/self/fd').length - sockets.size;
+  } catch {
+    return; // no procfs: not watched
+  }
+  readFilesLimit();
+  setInterval(readFilesLimit, FILES_CHECK_MS).unref();
+}
+
+function countFiles() {
+  const open = files.baseline + sockets.size;
+  if (open < files.limit) return;
+  files.hits += 1;
+  const now = Date.now();
+  if (now - files.lastLog < FILES_LOG_MS) return;
+  log('warn', 'open-files-limit', {
+    limit: files.limit,
+    open,
+    connections: sockets.size,
+    hits: files.hits,
+    reason: 'at its open-files limit the worker cannot accept: libuv closes the connections past it unread, and nginx answers 502 ("recv() failed (104: Connection reset by peer)")',
+    fix: 'raise the limit: LimitNOFILE= in the unit (tunekit_app_limit_nofile, 65536 by default)',
+  });
+  files.hits = 0;
+  files.lastLog = now;
+}
+
 /** Route every request through one listener that knows about draining. */
 function installDispatcher(srv) {
   const listeners = srv.listeners('request');
   srv.removeAllListeners('request');
   srv.on('connection', (socket) => {
     sockets.add(socket);
+    countFiles();
     socket[INFLIGHT] = 0;
     socket.once('close', () => sockets.delete(socket));
   });
@@ -240,6 +292,7 @@ async function main() {
   applyTimeouts(server, settings);
   installDispatcher(server);
   server.on('error', (err) => fatal(err, 'server'));
+  server.once('listening', watchFiles);
 
   if (!managed) {
     listenThroughPrimary(server, settings, () => {

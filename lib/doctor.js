@@ -511,7 +511,7 @@ function analyze(facts, def = config.resolve()) {
     }
     if (s.nofile && s.nofile.length) {
       const low = Math.min(...s.nofile);
-      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: near ${low} connections accept() fails with EMFILE, and the connections past it are closed unread without a log line (libuv's reserve descriptor); nginx answers 502 with "recv() failed (104: Connection reset by peer)"`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
+      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: near ${low} connections accept() fails with EMFILE, and the connections past it are closed unread (libuv's reserve descriptor; the worker logs open-files-limit when it reaches it); nginx answers 502 with "recv() failed (104: Connection reset by peer)"`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
       else add('app-nofile', 'ok', `app processes may open ${low} files`);
     }
   }

@@ -7,7 +7,8 @@
 //     the runner's check (socketCheckMs) binds the path again and moves its workers
 //     onto the new socket: the outage measured. With the check off the app runs on,
 //     unreachable by path, until a restart; doctor names it.
-//   - the app stopped (killed; its socket file left behind): ECONNREFUSED, 502.
+//   - the app stopped (killed; its socket file left behind): ECONNREFUSED, 502;
+//     started again, its runner replaces the stale file: the time until 200 measured.
 //   - the socket's mode changed so nginx's workers (run as www-data, as on a
 //     host) may not connect: EACCES, 502 on every new upstream connection.
 //   - the app's workers stopped (SIGSTOP) with a tiny backlog: the accept queue
@@ -15,6 +16,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { signal } = require('../../lib/proc');
 const { record } = require('./report');
@@ -22,6 +25,7 @@ const { stopAfter, doctor: findings, burst: burstOf } = require('./stack');
 const { sleep } = require('../lib/util');
 
 const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
+const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/socket.test.js';
 
 async function startWatched(t, options = {}) {
@@ -122,7 +126,7 @@ test('socket file deleted, the runner\'s check off: 502 with ENOENT until a rest
   record('socket-deleted check-off', { command: COMMAND, burst: b, waitedMs, later, nginx: line, doctor: named.what, fix: named.fix });
 });
 
-test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by doctor', { timeout: 120_000 }, async (t) => {
+test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by doctor; started again, served again', { timeout: 120_000 }, async (t) => {
   const stack = await startWatched(t);
   for (const pid of stack.pids().app.reverse()) signal(pid, 'SIGKILL');
   for (let i = 0; i < 50 && stack.pids().app.length; i++) await new Promise((res) => setTimeout(res, 100));
@@ -141,8 +145,28 @@ test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by 
   const named = doctor(stack).find((f) => f.id === 'socket-listener');
   assert.ok(named, 'doctor names the stopped app');
   assert.match(named.what, /ECONNREFUSED/);
-  t.diagnostic(`doctor: ${named.what} | fix: ${named.fix}`);
-  record('app-stopped', { command: COMMAND, status: res.status, nginx: line, doctor: named.what, fix: named.fix });
+
+  // The cause removed: the app started again (as systemd's Restart= or an operator
+  // would), on the same app.json. Its runner finds the socket file nobody accepts
+  // on, removes it and binds the path; the time until nginx serves again measured
+  // from the start of the process (node's start and the app's load included).
+  const startedAt = Date.now();
+  const out = fs.openSync(stack.appLogPath, 'a');
+  const again = spawn(process.execPath, [CLI, 'run', '--config', stack.vars.tunekit_app_config_path], { stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  t.after(async () => {
+    if (again.exitCode !== null || again.signalCode) return;
+    const gone = new Promise((res) => again.once('exit', res));
+    again.kill('SIGTERM');
+    await Promise.race([gone, sleep(20_000)]);
+    if (again.exitCode === null && !again.signalCode) again.kill('SIGKILL');
+  });
+  const back = await backAfter(stack, startedAt, { pauseMs: 20, run: 5, tries: 500 });
+  assert.ok(back, 'nginx serves again once the app is started again');
+  const removed = await appEvent(stack, (e) => e.event === 'stale-socket-removed');
+  assert.ok(removed, 'the new runner removed the socket file nobody accepted on');
+  t.diagnostic(`doctor: ${named.what} | fix: ${named.fix}; started again: all 200 after ${back.ms} ms (burst ${back.bursts})`);
+  record('app-stopped', { command: COMMAND, status: res.status, nginx: line, doctor: named.what, fix: named.fix, backMs: back.ms, backBursts: back.bursts });
 });
 
 test('socket mode changed so nginx\'s workers may not connect: 502 with EACCES, named by doctor; back once restored', { timeout: 120_000 }, async (t) => {

@@ -93,7 +93,7 @@ function appStoppedRow(key, f) {
     `\`${f.nginx}\``,
     `fail: ${f.doctor}; fix: ${f.fix}`,
     'the runner replaces a socket file nobody listens on when it starts',
-    stamp(f),
+    `${f.backMs === undefined ? '' : `Started again (a new runner on the same app.json): the first of 5 bursts of 16 in a row all 200 ended ${f.backMs} ms after the process was started (burst ${f.backBursts}), node's start and the app's load included. `}${stamp(f)}`,
   ];
 }
 
@@ -134,10 +134,10 @@ function appEmfileRow(key, f) {
     '502 for each request whose upstream connection the app could not take; the others 200',
     `\`${f.nginx}\` (${f.nginxResets} lines)`,
     `${f.doctorLevel}: ${f.doctor}; fix: ${f.fix}`,
-    'the unit\'s LimitNOFILE (tunekit_app_limit_nofile); the app itself logs nothing (libuv closes the connections past the limit unread) and keeps serving',
+    'the unit\'s LimitNOFILE (tunekit_app_limit_nofile); the worker keeps serving, and logs open-files-limit at most once per 10 s (libuv closes the connections past the limit unread, so Node never sees the error)',
     [
       `limit ${f.limit} on the worker (8 descriptors of room), ${f.requests} requests at once held 500 ms: ${counts(f.burst)};`,
-      `app log lines about it: ${f.appLogLines}; the same worker afterwards, one request at a time: ${counts(f.after)}.`,
+      `app log lines about it: ${f.appLogLines} (${f.appLogSample || 'none'}); the same worker afterwards, one request at a time: ${counts(f.after)}.`,
       stamp(f),
     ].join(' '),
   ];
