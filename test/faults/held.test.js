@@ -1,10 +1,12 @@
 'use strict';
 // Load held through the tuned front (the `large` profile: 16384 connections per
-// nginx worker):
+// nginx worker), and the idle clients through the stock one too:
 // - 10,000 client keep-alive connections at once, each answered once and then
 //   left idle: every one answered, none dropped, the app sees no more upstream
 //   connections than nginx's pool allows, and nginx's memory per idle client
-//   connection (Pss of its workers before and after) is recorded.
+//   connection (Pss of its workers before and after) is recorded. Through the
+//   stock front (Debian's worker_connections 768) nginx closes idle clients past
+//   its connections, silently at stock's error-log level.
 // - 1,000 clients that ask for 1 MiB and do not read it, then 16 that ask for
 //   32 MiB: nginx takes every response off the app (the kernel's socket buffers
 //   hold 1 MiB; for 32 MiB nginx's proxy buffers fill and spill to its temp
@@ -115,16 +117,13 @@ async function normalClients(url, n) {
   return { p50: Math.round(lat[lat.length >> 1]), p99: Math.round(lat[Math.floor(lat.length * 0.99)]), statuses };
 }
 
-test('10,000 idle keep-alive clients through the tuned front: all answered, none dropped, the app behind its pool', { timeout: 180_000 }, async (t) => {
-  // The file descriptors this process may open (its soft limit).
-  const limit = nofile(process.pid);
-  assert.ok(limit >= IDLE_CLIENTS + 1000, `this test holds ${IDLE_CLIENTS} sockets: raise the open-files limit (ulimit -n ${IDLE_CLIENTS + 1000}; now ${limit})`);
-  const stack = await startHeld(t);
-  const pool = stack.vars.tunekit_nginx_upstream_keepalive;
-  const nginxWorkers = stack.pids().nginx.length - 1;
+/**
+ * IDLE_CLIENTS connections opened CHUNK at a time, each answered once, then left
+ * idle for a second: what came back, what closed, what the app and nginx held.
+ */
+async function holdIdle(t, stack) {
   const sockets = [];
   t.after(() => { for (const s of sockets) s.destroy(); });
-
   const pssBefore = nginxWorkersPss(stack);
   const started = Date.now();
   const results = await openMany(IDLE_CLIENTS, () => client(stack.port, '/'));
@@ -132,37 +131,78 @@ test('10,000 idle keep-alive clients through the tuned front: all answered, none
   for (const r of results) if (r.status === 'fulfilled') sockets.push(r.value.socket);
   const ok = results.filter((r) => r.status === 'fulfilled' && r.value.status === 200).length;
   const failed = results.filter((r) => r.status === 'rejected').map((r) => r.reason.code || r.reason.message);
-  // Idle now: every connection still open after a second of silence.
+  // Idle now: count the connections nginx closes during a second of silence.
   let closed = 0;
-  for (const s of sockets) s.on('close', () => { closed += 1; });
+  for (const s of sockets) {
+    if (s.destroyed) closed += 1;
+    else s.on('close', () => { closed += 1; });
+  }
   await new Promise((res) => setTimeout(res, 1000));
   const pssHeld = nginxWorkersPss(stack);
-  const upstream = stack.total('conn');
-  const upstreamOpen = stack.total('open');
-  const perConnection = Math.round((pssHeld - pssBefore) / IDLE_CLIENTS);
-  const lines = errorLog(stack);
-
   const findings = doctor(stack).filter((f) => f.level === 'fail');
-  const doctorFails = findings.map((f) => f.id);
-  record('held-idle', {
-    clients: IDLE_CLIENTS, chunk: CHUNK, ok, failed: failed.length, closed, openS: Number(openS.toFixed(1)),
-    upstream, upstreamOpen, pool, nginxWorkers, pssBeforeKiB: Math.round(pssBefore / 1024), pssHeldKiB: Math.round(pssHeld / 1024),
-    bytesPerConnection: perConnection, workerConnections: stack.vars.tunekit_nginx_worker_connections,
-    nginxLines: lines.length, nginxSample: lines[0] || null, doctorFails, command: 'node --test test/faults/held.test.js',
-  });
-  t.diagnostic(`${ok}/${IDLE_CLIENTS} answered; ${upstream} upstream connections; ${perConnection} bytes of nginx Pss per idle connection`);
-  assert.deepEqual(failed, [], 'every client connected and was answered');
-  assert.equal(ok, IDLE_CLIENTS);
-  assert.equal(closed, 0, 'nginx closed no idle connection (keepalive_timeout is far off)');
+  return {
+    ok, failed, closed, openS, pssBefore, pssHeld, findings,
+    upstream: stack.total('conn'),
+    upstreamOpen: stack.total('open'),
+    lines: errorLog(stack),
+    figures: (more) => ({
+      clients: IDLE_CLIENTS, chunk: CHUNK, ok, failed: failed.length, closed, openS: Number(openS.toFixed(1)),
+      upstream: stack.total('conn'), upstreamOpen: stack.total('open'),
+      pssBeforeKiB: Math.round(pssBefore / 1024), pssHeldKiB: Math.round(pssHeld / 1024),
+      bytesPerConnection: Math.round((pssHeld - pssBefore) / IDLE_CLIENTS),
+      workerConnections: stack.vars.tunekit_nginx_worker_connections, nginxWorkers: stack.pids().nginx.length - 1,
+      errorLogLevel: stack.vars.tunekit_nginx_error_log_level,
+      doctorFails: findings.map((f) => f.id), command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/held.test.js',
+      ...more,
+    }),
+  };
+}
+
+function assertCanHold() {
+  const limit = nofile(process.pid); // the file descriptors this process may open (its soft limit)
+  assert.ok(limit >= IDLE_CLIENTS + 1000, `this test holds ${IDLE_CLIENTS} sockets: raise the open-files limit (ulimit -n ${IDLE_CLIENTS + 1000}; now ${limit})`);
+}
+
+test('10,000 idle keep-alive clients through the tuned front: all answered, none dropped, the app behind its pool', { timeout: 180_000 }, async (t) => {
+  assertCanHold();
+  const stack = await startHeld(t);
+  const pool = stack.vars.tunekit_nginx_upstream_keepalive;
+  const nginxWorkers = stack.pids().nginx.length - 1;
+  const h = await holdIdle(t, stack);
+  const f = h.figures({ pool, nginxLines: h.lines.length, nginxSample: h.lines[0] || null });
+  record('held-idle', f);
+  t.diagnostic(`${h.ok}/${IDLE_CLIENTS} answered; ${h.upstream} upstream connections; ${f.bytesPerConnection} bytes of nginx Pss per idle connection`);
+  assert.deepEqual(h.failed, [], 'every client connected and was answered');
+  assert.equal(h.ok, IDLE_CLIENTS);
+  assert.equal(h.closed, 0, 'nginx closed no idle connection (keepalive_timeout is far off)');
   // nginx keeps at most `pool` idle upstream connections per worker; more are
   // opened while more requests are in flight at once, and closed after.
-  assert.ok(upstream >= 1, 'the app counted its connections');
-  assert.ok(upstreamOpen <= pool * nginxWorkers, `${upstreamOpen} upstream connections open with every client idle: within the pool of ${pool} x ${nginxWorkers}`);
-  assert.deepEqual(lines.filter((l) => /worker_connections are not enough|Too many open files/.test(l)), []);
+  assert.ok(h.upstream >= 1, 'the app counted its connections');
+  assert.ok(h.upstreamOpen <= pool * nginxWorkers, `${h.upstreamOpen} upstream connections open with every client idle: within the pool of ${pool} x ${nginxWorkers}`);
+  assert.deepEqual(h.lines.filter((l) => /worker_connections are not enough|Too many open files/.test(l)), []);
   // The one thing doctor may flag here is the environment: a local stack's app
   // inherits this shell's open-files limit, below the large profile's
   // tunekit_app_limit_nofile (systemd's LimitNOFILE sets it on a host).
-  assert.deepEqual(doctorFails.filter((id) => id !== 'nofile'), [], JSON.stringify(findings));
+  assert.deepEqual(f.doctorFails.filter((id) => id !== 'nofile'), [], JSON.stringify(h.findings));
+});
+
+// The same clients through the stock profile (Debian's nginx.conf: worker_connections
+// 768 per worker; the app on TCP, each request on a new upstream connection).
+test('the same 10,000 idle clients through the stock front: nginx drops idle clients past worker_connections, the app sees a connection per request', { timeout: 180_000 }, async (t) => {
+  assertCanHold();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-faults-held-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const stack = await startStack({ profile: 'stock', workers: 2, module: HELD_APP, env: { HELD_DIR: dir } });
+  stopAfter(t, stack);
+  stack.total = (name) => heldApp.total(dir, name);
+  const h = await holdIdle(t, stack);
+  // Stock nginx logs at error: its "worker_connections are not enough" (warn) is not written.
+  record('held-idle stock', h.figures({ pool: 0, nginxLines: h.lines.length, nginxSample: h.lines[0] || null }));
+  const held = IDLE_CLIENTS - h.failed.length - h.closed;
+  t.diagnostic(`stock: ${h.ok}/${IDLE_CLIENTS} answered, ${h.failed.length} failed, ${h.closed} closed while idle (${held} held); ${h.upstream} upstream connections`);
+  const capacity = stack.vars.tunekit_nginx_worker_connections * (stack.pids().nginx.length - 1);
+  assert.ok(held <= capacity, `no more clients held than worker_connections x workers (${capacity}): ${held}`);
+  assert.ok(h.upstream >= h.ok, `a new upstream connection per answered request: ${h.upstream} for ${h.ok}`);
 });
 
 // `count` clients that send GET /big?mib=N and never read: once connected,

@@ -227,15 +227,22 @@ const heldDoctor = (f) => (f.doctorFails.length ? `fail: ${f.doctorFails.join(',
   ? ' (the local stack\'s app inherits the shell\'s open-files limit, below the large profile\'s; systemd\'s LimitNOFILE sets it on a host)' : ''}` : 'no fail');
 
 function heldIdleRow(key, f) {
+  const stock = key === 'held-idle stock';
   return [
-    `${f.clients} client keep-alive connections at once, then idle (the large profile: worker_connections ${f.workerConnections})`,
+    stock
+      ? `the same ${f.clients} idle clients through the stock front (Debian's nginx.conf: worker_connections ${f.workerConnections} x ${f.nginxWorkers} workers; the app on TCP, no upstream keep-alive)`
+      : `${f.clients} client keep-alive connections at once, then idle (the large profile: worker_connections ${f.workerConnections})`,
     `${f.ok} of ${f.clients} answered 200, ${f.failed} failed; ${f.closed} closed while idle`,
-    f.nginxLines ? `${f.nginxLines} lines at warn: ${f.nginxSample}` : 'nothing at warn',
+    f.nginxLines ? `${f.nginxLines} lines at ${f.errorLogLevel}: ${f.nginxSample}` : `nothing at ${f.errorLogLevel}${stock ? ' (stock\'s level: nginx\'s "worker_connections are not enough, reusing connections" is a warn, not written)' : ''}`,
     heldDoctor(f),
-    'worker_connections and worker_rlimit_nofile sized for the clients (ansible/profiles/large.yml); upstream keep-alive keeps the app behind its pool whatever the number of clients',
+    stock
+      ? 'none: past worker_connections nginx closes idle keep-alive clients to accept new ones, so their next request pays a new connection (or meets a reset); the tuned row above holds them all'
+      : 'worker_connections and worker_rlimit_nofile sized for the clients (ansible/profiles/large.yml); upstream keep-alive keeps the app behind its pool whatever the number of clients',
     [
-      `Opened ${f.chunk} at a time in ${f.openS} s. The app accepted ${f.upstream} upstream connections while the requests were in flight; ${f.upstreamOpen} stayed open once every client was idle (pool ${f.pool} x ${f.nginxWorkers} nginx workers).`,
-      `nginx workers' Pss ${f.pssBeforeKiB} KiB before, ${f.pssHeldKiB} KiB with every client idle: ${f.bytesPerConnection} bytes per idle connection (kernel socket memory not included).`,
+      stock
+        ? `Opened ${f.chunk} at a time in ${f.openS} s. The app accepted ${f.upstream} upstream connections (one per request); ${f.upstreamOpen} stayed open once every client was idle.`
+        : `Opened ${f.chunk} at a time in ${f.openS} s. The app accepted ${f.upstream} upstream connections while the requests were in flight; ${f.upstreamOpen} stayed open once every client was idle (pool ${f.pool} x ${f.nginxWorkers} nginx workers).`,
+      `nginx workers' Pss ${f.pssBeforeKiB} KiB before, ${f.pssHeldKiB} KiB with every client idle: ${f.bytesPerConnection} bytes per idle connection${stock ? ' (of the 10,000, most were closed)' : ''} (kernel socket memory not included).`,
       stamp(f),
     ].join(' '),
   ];
