@@ -23,33 +23,19 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const http = require('node:http');
 const crypto = require('node:crypto');
+const { once, isReset } = require('./client');
 
 const MAX_BODY = 64 * 1024;
 const MAX_SECONDS = 120;
 
-/** One request; {status, sha256} or {err, answered: whether any byte of a response came}. */
-function once(agent, url, method, body) {
-  return new Promise((resolve) => {
-    let answered = false;
-    const req = http.request(url, { agent, method, headers: body ? { 'content-type': 'application/octet-stream', 'content-length': body.length } : {} }, (res) => {
-      answered = true;
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let sha256 = null;
-        try { sha256 = JSON.parse(text).sha256; } catch { /* a non-JSON answer (nginx's error page) */ }
-        resolve({ status: res.statusCode, sha256 });
-      });
-      res.on('error', (err) => resolve({ err, answered }));
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('client timeout 30 s')));
-    req.on('error', (err) => resolve({ err, answered }));
-    req.end(body);
-  });
+/** The sha256 the hash app answered; null for another answer (nginx's error page). */
+function answeredHash(text) {
+  try {
+    return JSON.parse(text).sha256;
+  } catch {
+    return null;
+  }
 }
-
-const isReset = (err) => err.code === 'ECONNRESET' || err.code === 'EPIPE' || /socket hang up/.test(err.message);
 
 /**
  * `connections` lanes, one request at a time each, until stop() returns true.
@@ -66,10 +52,11 @@ async function load(url, stop, { connections = 12 } = {}) {
       const sha256 = post ? crypto.createHash('sha256').update(body).digest('hex') : null;
       const target = `${url}?id=${id}`;
       if (post) { c.post += 1; c.postBytes += body.length; c.sent.set(id, sha256); } else c.get += 1;
-      let r = await once(agent, target, post ? 'POST' : 'GET', body);
+      const what = { method: post ? 'POST' : 'GET', body };
+      let r = await once(agent, target, what);
       if (r.err && isReset(r.err) && !r.answered) {
         c[post ? 'postRetried' : 'getRetried'] += 1;
-        r = await once(false, target, post ? 'POST' : 'GET', body);
+        r = await once(false, target, what);
       }
       if (r.err) {
         c.failed += 1;
@@ -78,7 +65,7 @@ async function load(url, stop, { connections = 12 } = {}) {
       }
       c.status[r.status] = (c.status[r.status] || 0) + 1;
       if (r.status !== 200) c.failed += 1;
-      else if (post && r.sha256 !== sha256) c.corrupted += 1;
+      else if (post && answeredHash(r.text) !== sha256) c.corrupted += 1;
     }
   };
   await Promise.all(Array.from({ length: connections }, (_, l) => lane(l)));

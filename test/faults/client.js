@@ -9,19 +9,27 @@
 // closing for the same reason). A POST is never retried.
 const http = require('node:http');
 
+/**
+ * One request: {status, text} (the answer's body), or {err, reused: whether it went
+ * on a reused keep-alive connection, answered: whether any byte of an answer came}.
+ */
 function once(agent, url, { method, body }) {
   return new Promise((resolve) => {
+    let answered = false;
     const req = http.request(url, {
       agent,
       method,
       headers: body ? { 'content-type': 'application/octet-stream', 'content-length': body.length } : {},
     }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode }));
-      res.on('error', (err) => resolve({ err, reused: req.reusedSocket }));
+      answered = true;
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+      res.on('error', (err) => resolve({ err, reused: req.reusedSocket, answered }));
     });
     req.setTimeout(30_000, () => req.destroy(new Error('client timeout 30 s')));
-    req.on('error', (err) => resolve({ err, reused: req.reusedSocket }));
+    req.on('error', (err) => resolve({ err, reused: req.reusedSocket, answered }));
     req.end(body);
   });
 }
@@ -74,4 +82,4 @@ async function run({ url, connections, stop, retry = false, pick = () => ({ meth
   return counts;
 }
 
-module.exports = { run };
+module.exports = { run, once, isReset };

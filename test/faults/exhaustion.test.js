@@ -15,7 +15,7 @@ const { spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
 const { stopAfter, doctor, errorLog, burst } = require('./stack');
-const { until } = require('../lib/util');
+const { sleep, until } = require('../lib/util');
 
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
 
@@ -43,7 +43,7 @@ test('app open-files limit too low (EMFILE): 502 for the connections past it, th
   }
 
   // The worker reads its limit every second (app/worker.js): let it see the new one.
-  await new Promise((res) => setTimeout(res, 2500));
+  await sleep(2500);
 
   // 40 requests held 500 ms each: far more upstream connections than 8 descriptors.
   const n = 40;

@@ -35,10 +35,11 @@ const SLOW_CLIENTS = 1000;
 // Connections opened at once: well inside the listen backlog (net.core.somaxconn caps it).
 const CHUNK = 500;
 
-async function startHeld(t) {
+/** The held app behind the tuned front with the large profile, or behind `options` (the stock profile). */
+async function startHeld(t, options = { upstream: 'uds', varsFiles: [LARGE] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-faults-held-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const stack = await startStack({ upstream: 'uds', workers: 2, varsFiles: [LARGE], module: HELD_APP, env: { HELD_DIR: dir } });
+  const stack = await startStack({ workers: 2, ...options, module: HELD_APP, env: { HELD_DIR: dir } });
   stopAfter(t, stack);
   stack.total = (name) => heldApp.total(dir, name);
   return stack;
@@ -119,7 +120,9 @@ async function normalClients(url, n) {
 
 /**
  * IDLE_CLIENTS connections opened CHUNK at a time, each answered once, then left
- * idle for a second: what came back, what closed, what the app and nginx held.
+ * idle for a second: the figures of the reliability table (what came back, what
+ * closed, what the app and nginx held), the failures' codes, doctor's fails and
+ * nginx's error log.
  */
 async function holdIdle(t, stack) {
   const sockets = [];
@@ -129,7 +132,6 @@ async function holdIdle(t, stack) {
   const results = await openMany(IDLE_CLIENTS, () => client(stack.port, '/'));
   const openS = (Date.now() - started) / 1000;
   for (const r of results) if (r.status === 'fulfilled') sockets.push(r.value.socket);
-  const ok = results.filter((r) => r.status === 'fulfilled' && r.value.status === 200).length;
   const failed = results.filter((r) => r.status === 'rejected').map((r) => r.reason.code || r.reason.message);
   // Idle now: count the connections nginx closes during a second of silence.
   let closed = 0;
@@ -139,23 +141,20 @@ async function holdIdle(t, stack) {
   }
   await new Promise((res) => setTimeout(res, 1000));
   const pssHeld = nginxWorkersPss(stack);
-  const findings = doctor(stack).filter((f) => f.level === 'fail');
-  return {
-    ok, failed, closed, openS, pssBefore, pssHeld, findings,
-    upstream: stack.total('conn'),
-    upstreamOpen: stack.total('open'),
-    lines: errorLog(stack),
-    figures: (more) => ({
-      clients: IDLE_CLIENTS, chunk: CHUNK, ok, failed: failed.length, closed, openS: Number(openS.toFixed(1)),
-      upstream: stack.total('conn'), upstreamOpen: stack.total('open'),
-      pssBeforeKiB: Math.round(pssBefore / 1024), pssHeldKiB: Math.round(pssHeld / 1024),
-      bytesPerConnection: Math.round((pssHeld - pssBefore) / IDLE_CLIENTS),
-      workerConnections: stack.vars.tunekit_nginx_worker_connections, nginxWorkers: stack.pids().nginx.length - 1,
-      errorLogLevel: stack.vars.tunekit_nginx_error_log_level,
-      doctorFails: findings.map((f) => f.id), command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/held.test.js',
-      ...more,
-    }),
+  const fails = doctor(stack).filter((f) => f.level === 'fail');
+  const lines = errorLog(stack);
+  const figures = {
+    clients: IDLE_CLIENTS, chunk: CHUNK,
+    ok: results.filter((r) => r.status === 'fulfilled' && r.value.status === 200).length,
+    failed: failed.length, closed, openS: Number(openS.toFixed(1)),
+    upstream: stack.total('conn'), upstreamOpen: stack.total('open'),
+    pssBeforeKiB: Math.round(pssBefore / 1024), pssHeldKiB: Math.round(pssHeld / 1024),
+    bytesPerConnection: Math.round((pssHeld - pssBefore) / IDLE_CLIENTS),
+    workerConnections: stack.vars.tunekit_nginx_worker_connections, nginxWorkers: stack.pids().nginx.length - 1,
+    errorLogLevel: stack.vars.tunekit_nginx_error_log_level, nginxLines: lines.length, nginxSample: lines[0] || null,
+    doctorFails: fails.map((f) => f.id), command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/held.test.js',
   };
+  return { figures, failed, fails, lines };
 }
 
 function assertCanHold() {
@@ -167,42 +166,36 @@ test('10,000 idle keep-alive clients through the tuned front: all answered, none
   assertCanHold();
   const stack = await startHeld(t);
   const pool = stack.vars.tunekit_nginx_upstream_keepalive;
-  const nginxWorkers = stack.pids().nginx.length - 1;
-  const h = await holdIdle(t, stack);
-  const f = h.figures({ pool, nginxLines: h.lines.length, nginxSample: h.lines[0] || null });
-  record('held-idle', f);
-  t.diagnostic(`${h.ok}/${IDLE_CLIENTS} answered; ${h.upstream} upstream connections; ${f.bytesPerConnection} bytes of nginx Pss per idle connection`);
-  assert.deepEqual(h.failed, [], 'every client connected and was answered');
-  assert.equal(h.ok, IDLE_CLIENTS);
-  assert.equal(h.closed, 0, 'nginx closed no idle connection (keepalive_timeout is far off)');
+  const { figures: f, failed, fails, lines } = await holdIdle(t, stack);
+  record('held-idle', { ...f, pool });
+  t.diagnostic(`${f.ok}/${IDLE_CLIENTS} answered; ${f.upstream} upstream connections; ${f.bytesPerConnection} bytes of nginx Pss per idle connection`);
+  assert.deepEqual(failed, [], 'every client connected and was answered');
+  assert.equal(f.ok, IDLE_CLIENTS);
+  assert.equal(f.closed, 0, 'nginx closed no idle connection (keepalive_timeout is far off)');
   // nginx keeps at most `pool` idle upstream connections per worker; more are
   // opened while more requests are in flight at once, and closed after.
-  assert.ok(h.upstream >= 1, 'the app counted its connections');
-  assert.ok(h.upstreamOpen <= pool * nginxWorkers, `${h.upstreamOpen} upstream connections open with every client idle: within the pool of ${pool} x ${nginxWorkers}`);
-  assert.deepEqual(h.lines.filter((l) => /worker_connections are not enough|Too many open files/.test(l)), []);
+  assert.ok(f.upstream >= 1, 'the app counted its connections');
+  assert.ok(f.upstreamOpen <= pool * f.nginxWorkers, `${f.upstreamOpen} upstream connections open with every client idle: within the pool of ${pool} x ${f.nginxWorkers}`);
+  assert.deepEqual(lines.filter((l) => /worker_connections are not enough|Too many open files/.test(l)), []);
   // The one thing doctor may flag here is the environment: a local stack's app
   // inherits this shell's open-files limit, below the large profile's
   // tunekit_app_limit_nofile (systemd's LimitNOFILE sets it on a host).
-  assert.deepEqual(f.doctorFails.filter((id) => id !== 'nofile'), [], JSON.stringify(h.findings));
+  assert.deepEqual(f.doctorFails.filter((id) => id !== 'nofile'), [], JSON.stringify(fails));
 });
 
 // The same clients through the stock profile (Debian's nginx.conf: worker_connections
 // 768 per worker; the app on TCP, each request on a new upstream connection).
 test('the same 10,000 idle clients through the stock front: nginx drops idle clients past worker_connections, the app sees a connection per request', { timeout: 180_000 }, async (t) => {
   assertCanHold();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-faults-held-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const stack = await startStack({ profile: 'stock', workers: 2, module: HELD_APP, env: { HELD_DIR: dir } });
-  stopAfter(t, stack);
-  stack.total = (name) => heldApp.total(dir, name);
-  const h = await holdIdle(t, stack);
+  const stack = await startHeld(t, { profile: 'stock' });
+  const { figures: f } = await holdIdle(t, stack);
   // Stock nginx logs at error: its "worker_connections are not enough" (warn) is not written.
-  record('held-idle stock', h.figures({ pool: 0, nginxLines: h.lines.length, nginxSample: h.lines[0] || null }));
-  const held = IDLE_CLIENTS - h.failed.length - h.closed;
-  t.diagnostic(`stock: ${h.ok}/${IDLE_CLIENTS} answered, ${h.failed.length} failed, ${h.closed} closed while idle (${held} held); ${h.upstream} upstream connections`);
-  const capacity = stack.vars.tunekit_nginx_worker_connections * (stack.pids().nginx.length - 1);
+  record('held-idle stock', { ...f, pool: 0 });
+  const held = IDLE_CLIENTS - f.failed - f.closed;
+  t.diagnostic(`stock: ${f.ok}/${IDLE_CLIENTS} answered, ${f.failed} failed, ${f.closed} closed while idle (${held} held); ${f.upstream} upstream connections`);
+  const capacity = f.workerConnections * f.nginxWorkers;
   assert.ok(held <= capacity, `no more clients held than worker_connections x workers (${capacity}): ${held}`);
-  assert.ok(h.upstream >= h.ok, `a new upstream connection per answered request: ${h.upstream} for ${h.ok}`);
+  assert.ok(f.upstream >= f.ok, `a new upstream connection per answered request: ${f.upstream} for ${f.ok}`);
 });
 
 // `count` clients that send GET /big?mib=N and never read: once connected,

@@ -26,6 +26,7 @@ const { nginxBinary } = require('../../lib/nginx');
 const { alive } = require('../../lib/proc');
 const client = require('./client');
 const { record } = require('./report');
+const { until } = require('../lib/util');
 
 const RELOADS = 20;
 const INTERVAL_MS = 1500;
@@ -56,11 +57,8 @@ async function addMainDirective(stack, directive) {
   execFileSync(nginxBinary(), ['-t', '-q', '-c', conf], { stdio: ['ignore', 'ignore', 'inherit'] });
   const before = stack.pids().nginx.slice(1);
   process.kill(stack.pids().nginx[0], 'SIGHUP');
-  const deadline = Date.now() + 30_000;
-  while (stack.pids().nginx.slice(1).some((p) => before.includes(p))) {
-    if (Date.now() > deadline) throw new Error(`nginx's old workers ${before} did not exit after the reload that added "${directive}"`);
-    await new Promise((res) => setTimeout(res, 100));
-  }
+  await until(`nginx's old workers ${before} to exit after the reload that added "${directive}"`,
+    () => !stack.pids().nginx.slice(1).some((p) => before.includes(p)));
 }
 
 test(`${RELOADS} nginx reloads under load: a client retrying idempotent requests once on a reset fails 0`, { timeout: 180_000 }, async (t) => {

@@ -37,14 +37,15 @@ async function startHashStack(t, options = {}) {
   return stack;
 }
 
-/** `tunekit doctor --json` pointed at the stack's rendered nginx.conf and app.json: its findings. */
-function doctor(stack) {
-  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json',
-    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'),
-    '--app-config', stack.vars.tunekit_app_config_path], { encoding: 'utf8' });
+/** `tunekit doctor --json` pointed at an nginx.conf and an app.json: its findings. */
+function doctorAt(nginxConf, appConfig) {
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json', '--nginx-conf', nginxConf, '--app-config', appConfig], { encoding: 'utf8' });
   assert.ok(r.stdout, `doctor printed JSON (stderr: ${r.stderr})`);
   return JSON.parse(r.stdout).findings;
 }
+
+/** doctorAt() the stack's rendered nginx.conf and app.json. */
+const doctor = (stack) => doctorAt(path.join(stack.renderDir, 'etc/nginx/nginx.conf'), stack.vars.tunekit_app_config_path);
 
 /** n GETs of url at once: { status: count }. */
 async function burst(url, n = 16) {
@@ -56,4 +57,4 @@ async function burst(url, n = 16) {
 /** nginx's error log, one entry per line. */
 const errorLog = (stack) => fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter(Boolean);
 
-module.exports = { startHashStack, stopAfter, doctor, errorLog, burst };
+module.exports = { startHashStack, stopAfter, doctor, doctorAt, errorLog, burst };

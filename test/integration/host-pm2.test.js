@@ -22,6 +22,7 @@ const { ROOT } = require('../../lib/template');
 const bodies = require('../faults/bodies');
 const hashApp = require('../fixtures/faults/hash-app');
 const { record } = require('../faults/report');
+const { doctorAt } = require('../faults/stack');
 
 const run = promisify(execFile);
 const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
@@ -170,10 +171,8 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
   assert.equal(c.getRetried + c.postRetried, 0, 'no request needed a retry');
   const { buffered, other } = bodies.errorLines(fs.readFileSync(ctx.pv.tunekit_nginx_error_log_path, 'utf8'));
   assert.deepEqual(other, [], 'nginx logged nothing about the reloads');
-  const doctor = await run(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'doctor', '--json',
-    '--nginx-conf', path.join(ctx.pv.tunekit_nginx_conf_dir, 'nginx.conf'), '--app-config', ctx.pv.tunekit_app_config_path], { env: ctx.env, timeout: 60000 })
-    .catch((err) => err); // doctor exits 1 when it finds a fail; its JSON is on stdout either way
-  const fails = JSON.parse(doctor.stdout).findings.filter((f) => f.level === 'fail').map((f) => f.id);
+  const fails = doctorAt(path.join(ctx.pv.tunekit_nginx_conf_dir, 'nginx.conf'), ctx.pv.tunekit_app_config_path)
+    .filter((f) => f.level === 'fail').map((f) => f.id);
   record('restart-bodies-pm2', {
     command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/integration/host-pm2.test.js',
     restarts: '3 x pm2 reload (PM2 cluster mode, 2 instances)',
