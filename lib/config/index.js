@@ -222,7 +222,9 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
   for (const f of flags) apply(f.key, fromText(typeOf[f.key], defaults[f.key], f.value), f.where);
+  const forLocalNginx = isEmpty(raw.tunekit_nginx_version);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
+  raw.tunekit_nginx_openssl_version = targetOpensslVersion(raw.tunekit_nginx_openssl_version, forLocalNginx);
 
   // The values as given, then (once they are right) the ones derived from them.
   const given = known.filter((k) => !isTemplated(raw[k]));
@@ -256,6 +258,17 @@ function targetNginxVersion(value) {
   let version = value == null ? '' : String(value).trim();
   if (version === '') version = require('../nginx').nginxVersion() || '';
   return version; // its Type (version or "") is checked with the others
+}
+
+const isEmpty = (value) => value == null || String(value).trim() === '';
+
+// The OpenSSL the target nginx runs with: as set, or (empty) the local nginx's
+// when the files are for the local nginx. Rendering for another host's version
+// cannot know its OpenSSL: it stays empty, and the groups every supported
+// OpenSSL has are offered (tunekit_nginx_tls_ecdh_curve).
+function targetOpensslVersion(value, forLocalNginx) {
+  if (!isEmpty(value)) return String(value).trim();
+  return (forLocalNginx && require('../nginx').nginxOpenssl()) || '';
 }
 
 /** Refuse to render nginx's files for an unknown nginx version. */
