@@ -52,7 +52,8 @@ test('systemd-socket-activate: the runner serves on the inherited fd 3 and leave
     assert.equal(listen.owner, 'inherited');
     assert.equal(listen.pid, r.pid, 'LISTEN_PID was the runner itself (exec in place)');
 
-    const results = await h.requests(sock, 200, { concurrency: 10 });
+    // Until both workers have answered (at most 30 s), not a count.
+    const results = await h.requestsUntil(sock, h.fromWorkers(2), { concurrency: 10 });
     assert.ok(results.every((res) => res.status === 200));
     assert.deepEqual(new Set(results.map((res) => res.json.pid)), new Set(ready.workers), 'both workers accept on the inherited socket');
 

@@ -192,7 +192,8 @@ test('kill -9 with no spare (spareWorkers=0): the worker is respawned with backo
   const respawn = await r.waitFor('respawn');
   assert.equal(respawn.in_ms, 100, 'first respawn after tunekit_app_respawn_backoff_ms');
   const fresh = await r.waitFor('worker-ready', (e) => !ready.workers.includes(e.worker_pid));
-  const results = await h.requests(sock, 60, { concurrency: 6 });
+  // Until the respawned worker has answered (at most 30 s), not a count.
+  const results = await h.requestsUntil(sock, (rs) => rs.some((res) => res.json && res.json.pid === fresh.worker_pid), { concurrency: 6 });
   assert.ok(results.some((res) => res.json.pid === fresh.worker_pid), 'the respawned worker serves');
   assert.equal(r.events.some((e) => e.event === 'spare-start'), false);
 });
