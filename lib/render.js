@@ -21,6 +21,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { checkVars, requireNginxVersion } = require('./config');
+const { readDefinition } = require('./config/definition');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
 const { makeDirs } = require('./files');
@@ -29,23 +30,14 @@ const tls = require('./tls');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
-// Absolute paths a prefixed tree moves under OUT. Derived ones (socket path,
-// include dir) are listed too: a user may have set them explicitly.
-const PREFIX_VARS = [
-  'tunekit_nginx_conf_dir',
-  'tunekit_nginx_include_dir',
-  'tunekit_nginx_pid_path',
-  'tunekit_nginx_temp_dir',
-  'tunekit_nginx_access_log_path',
-  'tunekit_nginx_error_log_path',
-  'tunekit_socket_dir',
-  'tunekit_socket_path',
-  'tunekit_app_config_path',
-  'tunekit_app_install_dir',
-  'tunekit_nginx_tls_certificate',
-  'tunekit_nginx_tls_certificate_key',
-  'tunekit_nginx_acme_webroot',
-];
+// Absolute paths a prefixed tree moves under OUT: the variables whose comment
+// block in the definition says `# Prefix: yes` (lib/config/definition.js).
+// Derived ones (socket path, include dir) are marked too: a user may have set
+// them explicitly. Read at each prefixed render (a few small files), so that
+// loading this module never fails on a definition being edited.
+function prefixKeys() {
+  return readDefinition().filter((d) => d.prefix).map((d) => d.key);
+}
 
 /** The manifest: [{src, dest, layer, mode, when_var?, when_equals?, validate?}]. */
 function loadManifest() {
@@ -81,7 +73,7 @@ function applies(entry, vars) {
 function prefixVars(vars, dir) {
   const root = path.resolve(dir);
   const out = { ...vars };
-  for (const key of PREFIX_VARS) {
+  for (const key of prefixKeys()) {
     const value = vars[key];
     if (typeof value !== 'string' || !value) continue;
     if (!path.isAbsolute(value)) {
@@ -268,7 +260,7 @@ function validate(vars, { layers = null } = {}) {
 
 module.exports = {
   MANIFEST,
-  PREFIX_VARS,
+  prefixKeys,
   loadManifest,
   applies,
   prefixVars,

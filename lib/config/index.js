@@ -21,16 +21,10 @@ const types = require('./types');
 const { ConfigError } = require('../errors');
 const { reason } = require('../files');
 
-const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
+const { DEFAULTS_DIR, defaultFiles } = require('./definition');
+
 const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
-
-function defaultFiles() {
-  return fs.readdirSync(DEFAULTS_DIR)
-    .filter((f) => f.endsWith('.yml'))
-    .sort()
-    .map((f) => path.join(DEFAULTS_DIR, f));
-}
 
 function readYamlFile(file) {
   let text;
