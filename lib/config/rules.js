@@ -60,6 +60,10 @@ function refusals(vars, env = createEnv(), rules = load()) {
     .filter(Boolean);
 }
 
+// The definition's entries, read once per process: every unset directive of a
+// doctor run asks.
+let definitionRead = null;
+
 /**
  * What nginx, Node or the kernel uses when nothing sets `key`: the first word of
  * its "Upstream default:" in the definition's comment, a number where it is one
@@ -67,7 +71,8 @@ function refusals(vars, env = createEnv(), rules = load()) {
  * (vartable.js is required here, not above: it requires config/index.js, which
  * requires this module.)
  */
-function upstreamDefault(key, definition = require('./vartable').readDefinition()) {
+function upstreamDefault(key, definition = definitionRead) {
+  if (!definition) definition = definitionRead = require('./vartable').readDefinition();
   const entry = definition.find((d) => d.key === key);
   const word = entry && /^[^\s(]+/.exec(entry.upstream);
   if (!word || /^(n\/a|none|inherited)$/i.test(word[0])) {
