@@ -410,7 +410,8 @@ function describeNginx(parsed) {
 // a check of the live host alone (no variable states it). A rule's finding says
 // where the values were read, then the rule's own refusal text.
 //
-// cases(facts, ctx) -> [{ vars, where, fix, ok?, note?, level? }]
+// cases(facts, ctx) -> [{ vars, where, fix, ok?, note? }]: broken, a finding at
+//                      the rule's level; else the ok finding, if any
 // run(facts, ctx)   -> findings
 
 const octal = (m) => m.toString(8).padStart(4, '0');
@@ -596,7 +597,7 @@ function analyze(facts, def = config.resolve()) {
       if (!rules.broken(rule, c.vars, env)) {
         if (c.ok) out.push({ id: check.id, level: 'ok', what: c.ok });
       } else {
-        out.push({ id: check.id, level: c.level || rule.level, what: `${c.where}: ${rules.says(rule, c.vars, env)}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
+        out.push({ id: check.id, level: rule.level, what: `${c.where}: ${rules.says(rule, c.vars, env)}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
       }
     }
   }
