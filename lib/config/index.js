@@ -10,20 +10,19 @@
 // follows whatever its inputs were overridden to. Every value is checked against
 // its `# Type:` line (types.js): the values as given first, so a wrong input is
 // blamed rather than the value derived from it, then the derived ones. Then
-// checks.j2 (the cross-layer rules, shared with the Ansible role) is rendered;
-// every line it prints is a refusal that names both values.
+// the cross-layer rules (vars/rules.yml, shared with the Ansible role and
+// doctor; rules.js) are evaluated; each refusal names both values.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const types = require('./types');
+const rules = require('./rules');
 const { ConfigError } = require('../errors');
 const { reason } = require('../files');
 
 const { DEFAULTS_DIR, defaultFiles } = require('./definition');
-
-const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
 
 function readYamlFile(file) {
@@ -273,12 +272,9 @@ function requireNginxVersion(vars) {
     'or install nginx here: apt-get install -y nginx');
 }
 
-/** Render checks.j2 against a resolved set; each non-empty line is a problem. */
+/** The cross-layer rules broken by a resolved set: one refusal per rule (rules.js). */
 function checkVars(vars, env = createEnv()) {
-  return env.render(CHECKS_TEMPLATE, vars)
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
+  return rules.refusals(vars, env);
 }
 
 /**
@@ -311,7 +307,6 @@ module.exports = {
   ConfigError,
   choices,
   DEFAULTS_DIR,
-  CHECKS_TEMPLATE,
   APP_SETTINGS_TEMPLATE,
   defaultFiles,
   loadDefaults,

@@ -9,7 +9,7 @@
 // which the client gets as a 502.
 //
 // The inverted set (app keepAliveTimeout 1 s below nginx's 60 s) is one
-// `tunekit render` refuses (checks.j2), so the stack is started with the runner's
+// `tunekit render` refuses (the keepalive-race rule), so the stack is started with the runner's
 // own setting changed (startStack's test-only unsafeAppSettings: app.json is
 // rewritten before the runner starts, the way a hand edit would do it on a host).
 //

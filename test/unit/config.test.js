@@ -5,6 +5,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const config = require('../../lib/config');
+const { RULES_FILE } = require('../../lib/config/rules');
 
 test('defaults resolve with derived cross-layer values', () => {
   const v = config.resolve();
@@ -99,10 +100,10 @@ test('--set keeps the text of a string tunable and types a numeric one', () => {
   assert.equal(q.tunekit_nginx_proxy_http_version, '1.1', 'YAML quotes are stripped');
 });
 
-test('an enum is checked once, from its Type line (checks.j2 lists no values of its own)', () => {
-  const checks = fs.readFileSync(path.join(__dirname, '../..', config.CHECKS_TEMPLATE), 'utf8');
-  for (const key of ['tunekit_upstream_kind', 'tunekit_profile', 'tunekit_nginx_host_mode']) {
-    assert.doesNotMatch(checks, new RegExp(`${key} not in`), `${key}'s values are listed in checks.j2`);
+test('an enum is checked once, from its Type line (the cross-layer rules list no values of their own)', () => {
+  const checks = fs.readFileSync(path.join(__dirname, '../..', RULES_FILE), 'utf8');
+  for (const key of ['tunekit_upstream_kind', 'tunekit_profile', 'tunekit_nginx_host_mode', 'tunekit_nginx_access_log', 'tunekit_nginx_reuseport']) {
+    assert.doesNotMatch(checks, new RegExp(`${key} not in`), `${key}'s values are listed in ${RULES_FILE}`);
   }
   assert.deepEqual(config.choices('tunekit_upstream_kind'), ['uds', 'tcp', 'per-worker']);
   assert.throws(() => config.resolve({ set: ['tunekit_upstream_kind=udp'] }),
