@@ -9,9 +9,9 @@
 // which the client gets as a 502.
 //
 // The inverted set (app keepAliveTimeout 1 s below nginx's 60 s) is one
-// `tunekit render` refuses (the keepalive-race rule), so the stack is started with the runner's
-// own setting changed (startStack's test-only unsafeAppSettings: app.json is
-// rewritten before the runner starts, the way a hand edit would do it on a host).
+// `tunekit render` refuses (the keepalive-race rule), so this test makes it the way a hand edit
+// would on a host: the rendered app.json is rewritten before the runner starts
+// (startStack's test-only beforeStart), and only the runner's own checks apply.
 //
 // The load: rounds of POSTs, each round's gap straddling the moment the app closes
 // its idle connections. Node closes an idle connection keepAliveTimeout + 1 s
@@ -29,6 +29,7 @@
 // app waits 65 s, above nginx's 60 s): 0 failed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const http = require('node:http');
 const crypto = require('node:crypto');
 const { startHashStack, doctor, errorLog } = require('./stack');
@@ -93,11 +94,16 @@ async function pacedLoad(stack, { rounds, untilLost = false }) {
   return { post, get, rounds: i };
 }
 
+/** The fault: fields of a rendered app.json changed by hand, past the render's checks. */
+function handEdit(appJson, fields) {
+  fs.writeFileSync(appJson, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(appJson, 'utf8')), ...fields }, null, 2)}\n`);
+}
+
 // The inverted set's load runs until a POST is lost; the kit's set gets as many rounds.
 async function run(t, inverted, rounds) {
   const stack = await startHashStack(t, {
     workers: 1,
-    ...(inverted && { unsafeAppSettings: { keepAliveTimeoutMs: APP_KEEPALIVE_MS, headersTimeoutMs: APP_KEEPALIVE_MS + 1000 } }),
+    ...(inverted && { beforeStart: (vars) => handEdit(vars.tunekit_app_config_path, { keepAliveTimeoutMs: APP_KEEPALIVE_MS, headersTimeoutMs: APP_KEEPALIVE_MS + 1000 }) }),
   });
   const started = Date.now();
   const load = await pacedLoad(stack, { rounds, untilLost: inverted });
