@@ -73,7 +73,11 @@ const CASES = [
   ['sysctl', ['apply', '--bogus'], /Unknown option '--bogus'; see tunekit sysctl --help/],
   ['profile', ['--demo', '--duration', '-3'], /--duration -3: expected a whole number/],
   ['profile', ['--demo', '--bogus'], /Unknown option '--bogus'; see tunekit profile --help/],
-  ['profile', ['--demo', '--module', `${M}/app.js`], /--module \/nonexistent-tunekit\/app.js: no such file/],
+  ['profile', ['--demo', '--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
+  ['demo', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
+  ['loadtest', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
+  ['bench', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
+  ['demo', ['--upstream', 'udp'], /--upstream udp: expected one of uds, tcp, per-worker; see tunekit demo --help/],
   ['profile', ['--demo', '--svg', `${M}/f.svg`], /--svg \/nonexistent-tunekit\/f.svg: directory/],
   ['frobnicate', [], /unknown command "frobnicate"; one of run, render/],
 ];
