@@ -99,9 +99,15 @@ function parseListenFlag(text) {
   }
 }
 
-/** --config FILE: the flags, type-checked as their variables, as settings fields. */
+/**
+ * --config FILE: the flags, type-checked as their variables, as settings fields.
+ * --listen is checked by the runner's own parser; only the other flags read the
+ * definition (and its YAML parser), so `run --config FILE [--listen ADDR]` needs
+ * no npm package, as on a host.
+ */
 function configFlagSettings(opts) {
-  const v = require('../../lib/config').checkFlagTypes(flagVariables(opts));
+  const typed = flagVariables({ ...opts, listen: undefined });
+  const v = typed.length ? require('../../lib/config').checkFlagTypes(typed) : {};
   const out = {};
   if (opts.listen !== undefined) out.listen = parseListenFlag(opts.listen).text;
   if ('tunekit_app_workers' in v) out.workers = v.tunekit_app_workers;
