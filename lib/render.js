@@ -74,6 +74,20 @@ function applies(entry, vars) {
 }
 
 /**
+ * Refuse a host path that is not absolute (nginx, systemd and the runner do not
+ * run in the directory it was typed in, and the runner refuses a relative socket).
+ * Every render runs it before anything is written.
+ */
+function requireAbsolutePaths(vars) {
+  for (const key of PREFIX_VARS) {
+    const value = vars[key];
+    if (typeof value === 'string' && value && !path.isAbsolute(value)) {
+      throw new ConfigError(`${key}=${value} must be an absolute path (nginx, systemd and the runner do not run in this directory); give one that starts with /`);
+    }
+  }
+}
+
+/**
  * The values a prefixed tree is rendered with: host paths moved under dir,
  * nginx's user and the socket group set to the caller's, checks run again
  * (a longer socket path may now exceed sun_path).
@@ -81,13 +95,10 @@ function applies(entry, vars) {
 function prefixVars(vars, dir) {
   const root = path.resolve(dir);
   const out = { ...vars };
+  requireAbsolutePaths(vars);
   for (const key of PREFIX_VARS) {
     const value = vars[key];
-    if (typeof value !== 'string' || !value) continue;
-    if (!path.isAbsolute(value)) {
-      throw new ConfigError(`${key}=${value} must be an absolute path`);
-    }
-    out[key] = path.join(root, value);
+    if (typeof value === 'string' && value) out[key] = path.join(root, value);
   }
   // A prefixed tree is self-contained: nothing of the host's nginx is included.
   out.tunekit_nginx_host_mode = 'dedicated';
@@ -206,6 +217,7 @@ function writeAtomic(file, content, mode) {
  */
 function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec' } = {}) {
   const root = path.resolve(outDir);
+  if (!prefix) requireAbsolutePaths(vars); // prefixVars checks them too
   const contentVars = prefix ? prefixVars(vars, root) : vars;
   const rendered = renderAll(vars, { contentVars, layers, manifest });
   const files = [];
@@ -269,6 +281,7 @@ function validate(vars, { layers = null } = {}) {
 module.exports = {
   MANIFEST,
   PREFIX_VARS,
+  requireAbsolutePaths,
   loadManifest,
   applies,
   prefixVars,

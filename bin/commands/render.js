@@ -73,6 +73,8 @@ async function main(argv) {
   const version = opts['nginx-version'];
   if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
   const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
+  // Before anything is written, with or without --prefix/--check.
+  renderer.requireAbsolutePaths(vars);
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {

@@ -53,6 +53,9 @@ const CASES = [
   ['render', ['--out', 'DIR/out', '--vars', `${M}/v.yml`], /variables file \/nonexistent-tunekit\/v.yml: no such file/],
   ['render', ['--out', '/proc/tunekit/out'], /--out \/proc\/tunekit\/out: cannot create \/proc\/tunekit/],
   ['render', ['--out', 'DIR/out', '--nginx-version', '1.16.1'], /1\.16\.1.*1\.18/],
+  // A host path the runner would refuse later: refused by every render, not only with --prefix/--check.
+  ['render', ['--out', 'DIR/out', '--set', 'tunekit_socket_path=app.sock'], /^tunekit: tunekit_socket_path=app\.sock must be an absolute path .*; give one that starts with \/$/],
+  ['render', ['--out', 'DIR/out', '--layer', 'systemd', '--set', 'tunekit_app_install_dir=opt/app'], /^tunekit: tunekit_app_install_dir=opt\/app must be an absolute path/],
   ['demo', ['--workers', '-3'], /--workers -3: expected a whole number/],
   ['demo', ['--connections', 'abc'], /--connections abc: expected a whole number/],
   ['demo', ['--bogus'], /Unknown option '--bogus'; see tunekit demo --help/],
