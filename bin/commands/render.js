@@ -41,6 +41,14 @@ const COMMAND = {
   notes: 'Variables and their defaults: docs/variables.md.',
 };
 
+// How the user runs this CLI from where they are: `node bin/tunekit.js` in the
+// kit's folder, the absolute path elsewhere.
+function kitCommand() {
+  const cli = path.join(__dirname, '..', 'tunekit.js');
+  const rel = path.relative(process.cwd(), cli);
+  return `node ${rel.startsWith('..') ? cli : rel}`;
+}
+
 function parse(argv) {
   return command.parse(COMMAND, argv).values;
 }
@@ -82,7 +90,6 @@ async function main(argv) {
         'drop --nginx-version to check for this host, or check on the target host');
     }
     renderer.validate(vars, { layers });
-    console.log('nginx -t: the rendered configuration is valid');
   }
   const outDir = path.resolve(opts.out);
   // A layer asked for by name whose files all depend on another setting:
@@ -94,12 +101,18 @@ async function main(argv) {
     throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
   }
   makeDirs(outDir, { what: `--out ${opts.out}` });
-  const { files } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  // --check: silent but for problems (its nginx -t ran before the write).
+  if (opts.check) return 0;
   console.log(`wrote ${files.length} files under ${outDir}:`);
   for (const f of files) console.log(`  ${path.relative(outDir, f)}`);
   if (opts.prefix) {
     console.log(`test it: nginx -t -c ${path.join(outDir, 'etc/nginx/nginx.conf')}`);
+    return 0;
   }
+  const steps = renderer.installSteps(vars, rendered, { outDir, kit: kitCommand() });
+  console.log('\nNext, as root on the host:');
+  steps.forEach((step, i) => console.log(`${String(i + 1).padStart(2)}. ${step}`));
   return 0;
 }
 
