@@ -130,8 +130,9 @@ async function main(argv) {
   if (opts.keep) {
     const p = stack.pids();
     console.log(`\nLeft running (--keep). Try: ${curl}`);
-    console.log(`Audit it with:\n  node bin/tunekit.js doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
-    console.log(`Stop it with:\n  node bin/tunekit.js demo --stop ${stack.renderDir}`);
+    const kit = command.invocation();
+    console.log(`Audit it with:\n  ${kit} doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
+    console.log(`Stop it with:\n  ${kit} demo --stop ${stack.renderDir}`);
     // rm only once both are gone: the app removes its own socket when it stops.
     console.log(`or by hand:\n  kill -QUIT ${p.nginx[0]}; kill -TERM ${p.app[0]}; ` +
       `while kill -0 ${p.app[0]} 2>/dev/null || kill -0 ${p.nginx[0]} 2>/dev/null; do sleep 0.2; done; rm -rf ${stack.renderDir}`);

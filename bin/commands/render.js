@@ -41,14 +41,6 @@ const COMMAND = {
   notes: 'Variables and their defaults: docs/variables.md.',
 };
 
-// How the user runs this CLI from where they are: `node bin/tunekit.js` in the
-// kit's folder, the absolute path elsewhere.
-function kitCommand() {
-  const cli = path.join(__dirname, '..', 'tunekit.js');
-  const rel = path.relative(process.cwd(), cli);
-  return `node ${rel.startsWith('..') ? cli : rel}`;
-}
-
 function parse(argv) {
   return command.parse(COMMAND, argv).values;
 }
@@ -110,7 +102,7 @@ async function main(argv) {
     console.log(`test it: nginx -t -c ${path.join(outDir, 'etc/nginx/nginx.conf')}`);
     return 0;
   }
-  const steps = renderer.installSteps(vars, rendered, { outDir, kit: kitCommand() });
+  const steps = renderer.installSteps(vars, rendered, { outDir, kit: command.invocation() });
   console.log('\nNext, as root on the host:');
   steps.forEach((step, i) => console.log(`${String(i + 1).padStart(2)}. ${step}`));
   return 0;
