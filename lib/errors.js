@@ -45,7 +45,12 @@ function missingPackage(err) {
   // 'nunjucks/src/compiler' is the package nunjucks; '@scope/name/x' is @scope/name.
   const parts = m[1].split('/');
   const name = m[1].startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
-  const pkg = JSON.parse(require('node:fs').readFileSync(`${ROOT}/package.json`, 'utf8'));
+  let pkg;
+  try {
+    pkg = JSON.parse(require('node:fs').readFileSync(`${ROOT}/package.json`, 'utf8'));
+  } catch {
+    return null; // a part of the kit copied alone (sysctl's files on a host): no packages to name
+  }
   if (!Object.hasOwn({ ...pkg.dependencies, ...pkg.devDependencies }, name)) return null;
   // Name every dependency that is missing: one `npm ci` installs them all.
   const missing = notInstalled(Object.keys(pkg.dependencies));
