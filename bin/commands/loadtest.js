@@ -48,6 +48,7 @@ async function main(argv) {
     return 0;
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.app && (o.url || o.socket)) throw new UsageError('--app puts your app behind the local stack; --url and --socket drive a deployment that already serves it: use one or the other');
   if (o.http2 && (o.url || o.socket || o.rate || o.driver === 'wrk')) {
     throw new UsageError('--http2 drives the local stack\'s HTTPS front with h2load, in saturation; drop --url, --socket, --rate and --driver wrk');
   }

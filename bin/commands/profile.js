@@ -127,6 +127,7 @@ async function main(argv) {
     return 0;
   }
   if (opts['nginx-conf'] && !opts['app-config']) throw new UsageError('--nginx-conf goes with --app-config; see tunekit profile --help');
+  if (opts.app && !opts.demo) throw new UsageError('--app goes with --demo (a running service already serves its app); see tunekit profile --help');
   const live = opts.pid.length + opts.unit.length + (opts['app-config'] ? 1 : 0);
   if (opts.demo === Boolean(live)) throw new UsageError('give either --demo, or --pid/--unit/--app-config; see tunekit profile --help');
   for (const name of ['app-config', 'nginx-conf']) if (opts[name]) inputFile(name, opts[name]);

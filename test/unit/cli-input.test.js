@@ -80,6 +80,8 @@ const CASES = [
   ['demo', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
   ['loadtest', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
   ['bench', ['--app', `${M}/app.js`], /--app \/nonexistent-tunekit\/app.js: no such file/],
+  ['loadtest', ['--app', path.join(ROOT, 'app/example.js'), '--url', 'http://127.0.0.1:1/'], /--app puts your app behind the local stack; --url and --socket drive a deployment/],
+  ['profile', ['--pid', '1', '--app', path.join(ROOT, 'app/example.js')], /--app goes with --demo/],
   ['demo', ['--upstream', 'udp'], /--upstream udp: expected one of uds, tcp, per-worker; see tunekit demo --help/],
   ['profile', ['--demo', '--svg', `${M}/f.svg`], /--svg \/nonexistent-tunekit\/f.svg: directory/],
   ['frobnicate', [], /unknown command "frobnicate"; one of run, render/],
