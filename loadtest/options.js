@@ -37,7 +37,7 @@ const COMMON = {
   duration: { type: 'string', value: 'S', conv: positiveNum, help: 'seconds per run' },
   connections: { type: 'string', value: 'N', conv: positiveInt, dflt: '50', help: 'concurrent connections' },
   driver: { type: 'string', value: 'NAME', conv: oneOf(['autocannon', 'wrk']), help: 'load generator for saturation runs' },
-  procs: { type: 'string', value: 'N', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes (one saturates near 36k req/s)' },
+  procs: { type: 'string', value: 'N', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes; one saturates near 36k req/s' },
   app: { type: 'string', value: 'PATH', conv: inputFile, help: 'your app behind the local stack, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
   workers: { type: 'string', value: 'N', conv: positiveInt, dflt: '2', help: 'app cluster workers of the local stack' },
   set: { type: 'string', value: 'KEY=VALUE', multiple: true, dflt: [], help: 'override of a tunable, like -e key=value' },
@@ -51,7 +51,7 @@ const COMMON = {
 };
 
 const LOADTEST = {
-  upstream: { type: 'string', value: 'KIND', conv: oneOf(choices('tunekit_upstream_kind')), help: 'upstream of the local stack (default uds; tcp with --profile stock)' },
+  upstream: { type: 'string', value: 'KIND', conv: oneOf(choices('tunekit_upstream_kind')), help: 'upstream of the local stack; without it uds, or tcp with --profile stock' },
   profile: { type: 'string', value: 'NAME', conv: oneOf(choices('tunekit_profile')), dflt: 'tuned', help: 'the kit\'s tuned settings or stock nginx/Node' },
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '10' },
@@ -69,7 +69,7 @@ const BENCH = {
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '8' },
   driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
-  rounds: { type: 'string', value: 'N', conv: positiveInt, dflt: '3', help: 'A/B rounds (order rotated per round)' },
+  rounds: { type: 'string', value: 'N', conv: positiveInt, dflt: '3', help: 'A/B rounds, the order rotated per round' },
   scenarios: { type: 'string', value: 'LIST', dflt: 'stock,tcp,uds,nginx-static,direct', help: 'comma-separated scenarios' },
   'cpu-rate': { type: 'string', value: 'R', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', value: 'S', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },

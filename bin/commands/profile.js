@@ -46,7 +46,7 @@ const COMMAND = {
     'nginx-conf': { type: 'string', value: 'FILE', help: 'the nginx of this config (default: /etc/nginx/nginx.conf; skipped if not the kit\'s)' },
     duration: { type: 'string', value: 'S', default: '3', help: 'seconds per phase, 1 to 60' },
     connections: { type: 'string', value: 'N', default: '50', help: '--demo: concurrent client connections, 1 to 1000' },
-    upstream: { type: 'string', value: 'KIND', choices: choices('tunekit_upstream_kind'), help: '--demo: how nginx reaches the app (default: uds; tcp for stock)' },
+    upstream: { type: 'string', value: 'KIND', choices: choices('tunekit_upstream_kind'), help: '--demo: how nginx reaches the app; without it uds, or tcp for stock' },
     profile: { type: 'string', value: 'NAME', choices: choices('tunekit_profile'), default: 'tuned', help: '--demo: the kit\'s settings or stock nginx/Node' },
     workers: { type: 'string', value: 'N', default: '2', help: '--demo: app workers' },
     app: { type: 'string', value: 'PATH', help: '--demo: your app, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },

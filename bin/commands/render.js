@@ -26,13 +26,13 @@ const COMMAND = {
     '--vars files and --set pairs; an inconsistent or unusable set is refused before anything is written.',
   options: {
     out: { type: 'string', value: 'DIR', help: 'where to write the tree (required)' },
-    vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE (e.g. ansible/profiles/small.yml)' },
+    vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE, e.g. ansible/profiles/small.yml' },
     set: { type: 'string', value: 'KEY=VALUE', multiple: true, help: 'one variable, like -e key=value; wins over --vars' },
     prefix: { type: 'boolean', help: 'make the tree self-contained and runnable as you: paths point into DIR, so nginx -t -c DIR/etc/nginx/nginx.conf needs no /etc' },
     check: { type: 'boolean', help: 'render a prefixed copy to a temp dir and run nginx -t on it before anything is written; refuse the render if nginx does; print only problems' },
-    layer: { type: 'string', value: 'NAME', multiple: true, choices: [...new Set(renderer.loadManifest().map((e) => e.layer))], help: 'only this layer (default: every layer)' },
+    layer: { type: 'string', value: 'NAME', multiple: true, choices: [...new Set(renderer.loadManifest().map((e) => e.layer))], help: 'only this layer; without it, every layer' },
     'nginx-version': { type: 'string', value: 'X.Y.Z', help: 'the nginx version on the target host (`nginx -v` there; default: ask the local nginx). Directives the version lacks are left out with a comment (docs/versions.md); below 1.18.0 the render is refused' },
-    target: { type: 'string', value: 'NAME', choices: TARGETS, default: 'host', help: 'host: the files above; kubernetes: a Deployment (nginx + the runner in one pod), a Service and ConfigMaps as DIR/deployment.yaml, service.yaml, configmap.yaml (docs/kubernetes.md)' },
+    target: { type: 'string', value: 'NAME', choices: TARGETS, default: 'host', help: 'host: the files above; kubernetes: a Deployment (nginx + the runner in one pod), a Service and ConfigMaps as DIR/deployment.yaml, service.yaml, configmap.yaml; see docs/kubernetes.md' },
   },
   examples: [
     'tunekit render --out /tmp/tunekit-host --set tunekit_app_workers=4',

@@ -24,7 +24,7 @@ const COMMAND = {
     out: { type: 'string', value: 'PATH', help: 'where to write the effective drop-in (default: FILE itself)' },
     'dry-run': { type: 'boolean', help: 'decide and print, write nothing (neither /proc/sys nor a file)' },
     json: { type: 'boolean', help: 'print {"changed", "file", "keys": [...]} instead of a table' },
-    proc: { type: 'string', value: 'DIR', default: sysctl.PROC_SYS, help: 'read and write DIR instead of /proc/sys (tests)' },
+    proc: { type: 'string', value: 'DIR', default: sysctl.PROC_SYS, help: 'read and write DIR instead of /proc/sys, for tests' },
   },
   examples: [
     'tunekit sysctl apply /etc/sysctl.d/60-tunekit.conf',
