@@ -21,11 +21,12 @@ const COMMANDS = {
 function usage() {
   const lines = Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(9)} ${d}`);
   return `usage: tunekit <command> [options]\n\ncommands:\n${lines.join('\n')}\n\n` +
-    'Run `tunekit <command> --help` for its options; `tunekit --version` prints the version.';
+    '`tunekit help <command>` (or `tunekit <command> --help`) prints its options; `tunekit --version` the version.';
 }
 
 async function main(argv) {
   const [cmd, ...rest] = argv;
+  if (cmd === 'help' && rest.length) return main([rest[0], '--help', ...rest.slice(1)]);
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     console.log(usage());
     return cmd ? 0 : 2;
@@ -49,8 +50,10 @@ main(process.argv.slice(2)).then(
     if (typeof code === 'number') process.exitCode = code;
   },
   (err) => {
-    const { KitError } = require('../lib/errors');
+    const { KitError, missingPackage } = require('../lib/errors');
     const { AppError } = require('../app/errors');
+    // A clone without `npm ci`: which package, and the command that installs it.
+    err = missingPackage(err) || err;
     if (err instanceof KitError || err instanceof AppError) {
       console.error(`tunekit: ${err.message}`);
       process.exitCode = 2;

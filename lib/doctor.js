@@ -806,4 +806,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { CHECKS, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
+module.exports = { CHECKS, DEFAULT_NGINX_CONF, DEFAULT_APP_CONFIG, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };

@@ -22,4 +22,51 @@ class StackError extends KitError {}
 /** A tool the command needs is not installed (wrk, strace, perf). */
 class MissingToolError extends KitError {}
 
-module.exports = { KitError, UsageError, ConfigError, StackError, MissingToolError };
+/** An npm package of the kit's is not installed (a clone without `npm ci`). */
+class MissingPackageError extends KitError {}
+
+const ROOT = require('node:path').resolve(__dirname, '..');
+
+/** The error that says packages `names` are missing and the command that installs them. */
+function missingPackages(names) {
+  const what = names.length === 1 ? `npm package ${names[0]} is` : `npm packages ${names.join(', ')} are`;
+  return new MissingPackageError(`${what} not installed; run \`npm ci\` in ${ROOT}`);
+}
+
+/**
+ * A require() that failed because one of the kit's own npm packages is missing,
+ * as a MissingPackageError; null for any other error (a module of the user's
+ * app that is missing stays the app's error).
+ */
+function missingPackage(err) {
+  if (!err || err.code !== 'MODULE_NOT_FOUND') return null;
+  const m = /^Cannot find module '([^']+)'/.exec(err.message);
+  if (!m) return null;
+  // 'nunjucks/src/compiler' is the package nunjucks; '@scope/name/x' is @scope/name.
+  const parts = m[1].split('/');
+  const name = m[1].startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+  let pkg;
+  try {
+    pkg = JSON.parse(require('node:fs').readFileSync(`${ROOT}/package.json`, 'utf8'));
+  } catch {
+    return null; // a part of the kit copied alone (sysctl's files on a host): no packages to name
+  }
+  if (!Object.hasOwn({ ...pkg.dependencies, ...pkg.devDependencies }, name)) return null;
+  // Name every dependency that is missing: one `npm ci` installs them all.
+  const missing = notInstalled(Object.keys(pkg.dependencies));
+  return missingPackages(missing.includes(name) ? missing : [name]);
+}
+
+/** Those of the npm packages `names` that the kit cannot load. */
+function notInstalled(names) {
+  return names.filter((name) => {
+    try {
+      require.resolve(name, { paths: [ROOT] });
+      return false;
+    } catch {
+      return true;
+    }
+  });
+}
+
+module.exports = { KitError, UsageError, ConfigError, StackError, MissingToolError, MissingPackageError, missingPackages, missingPackage, notInstalled };

@@ -67,6 +67,20 @@ function applies(entry, vars) {
 }
 
 /**
+ * Refuse a host path that is not absolute (nginx, systemd and the runner do not
+ * run in the directory it was typed in, and the runner refuses a relative socket).
+ * Every render runs it before anything is written.
+ */
+function requireAbsolutePaths(vars) {
+  for (const key of prefixKeys()) {
+    const value = vars[key];
+    if (typeof value === 'string' && value && !path.isAbsolute(value)) {
+      throw new ConfigError(`${key}=${value} must be an absolute path (nginx, systemd and the runner do not run in this directory); give one that starts with /`);
+    }
+  }
+}
+
+/**
  * The values a prefixed tree is rendered with: host paths moved under dir,
  * nginx's user and the socket group set to the caller's (with nginxUser: that
  * user, and its primary group for the socket), checks run again (a longer socket
@@ -75,13 +89,10 @@ function applies(entry, vars) {
 function prefixVars(vars, dir, { nginxUser = null } = {}) {
   const root = path.resolve(dir);
   const out = { ...vars };
+  requireAbsolutePaths(vars);
   for (const key of prefixKeys()) {
     const value = vars[key];
-    if (typeof value !== 'string' || !value) continue;
-    if (!path.isAbsolute(value)) {
-      throw new ConfigError(`${key}=${value} must be an absolute path`);
-    }
-    out[key] = path.join(root, value);
+    if (typeof value === 'string' && value) out[key] = path.join(root, value);
   }
   // A prefixed tree is self-contained: nothing of the host's nginx is included.
   out.tunekit_nginx_host_mode = 'dedicated';
@@ -208,6 +219,7 @@ function writeAtomic(file, content, mode) {
  */
 function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null } = {}) {
   const root = path.resolve(outDir);
+  if (!prefix) requireAbsolutePaths(vars); // prefixVars checks them too
   const contentVars = prefix ? prefixVars(vars, root, { nginxUser }) : vars;
   const rendered = renderAll(vars, { contentVars, layers, manifest });
   const files = [];
@@ -232,7 +244,92 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null, 
     makeDirs(contentVars.tunekit_socket_dir, { mode: 0o750 });
     dirs.push(contentVars.tunekit_socket_dir);
   }
-  return { files, dirs, vars: contentVars };
+  return { files, dirs, vars: contentVars, rendered: rendered.map(({ dest, src, layer }) => ({ dest, src, layer })) };
+}
+
+/**
+ * What to do with a rendered host tree, step by step, as root on the host: derived
+ * from the files that were rendered (`render().rendered`) and the values, so a
+ * layer left out or a setting changed changes the steps.
+ * @param {object} vars  the values it was rendered with
+ * @param {{dest: string, src: string, layer: string}[]} rendered
+ * @param {object} o
+ * @param {string} o.outDir  where the tree is
+ * @param {string} o.kit     how to run the kit's CLI from here (e.g. "node bin/tunekit.js")
+ * @returns {string[]} one step each (continuation lines indented by 3)
+ */
+function installSteps(vars, rendered, { outDir, kit }) {
+  const has = (pred) => rendered.some(pred);
+  const bySrc = (src) => rendered.find((r) => r.src === src);
+  const nginx = has((r) => r.layer === 'nginx');
+  const unit = bySrc('systemd/app.service.j2');
+  const socketUnit = bySrc('systemd/app.socket.j2');
+  const pm2 = bySrc('app/pm2/ecosystem.config.js.j2');
+  const nginxDropIn = bySrc('systemd/nginx-limits.conf.j2');
+  const sysctlFile = bySrc('sysctl/sysctl.conf.j2');
+  const user = vars.tunekit_app_user;
+  const group = vars.tunekit_socket_group;
+  const uds = vars.tunekit_upstream_kind !== 'tcp';
+  const steps = [];
+
+  const accounts = [];
+  if (unit || pm2) {
+    accounts.push(`getent group ${group} >/dev/null || groupadd --system ${group}`);
+    if (vars.tunekit_app_group !== group) accounts.push(`getent group ${vars.tunekit_app_group} >/dev/null || groupadd --system ${vars.tunekit_app_group}`);
+    accounts.push(`id -u ${user} >/dev/null 2>&1 || useradd --system --gid ${vars.tunekit_app_group} --no-create-home --shell /usr/sbin/nologin ${user}`);
+  }
+  if (nginx && uds) accounts.push(`usermod -aG ${group} ${vars.tunekit_nginx_user}`);
+  if (accounts.length) {
+    const why = nginx && uds ? `; nginx's user ${vars.tunekit_nginx_user} joins the socket group ${group} to reach the socket` : '';
+    steps.push(`Create the app's user ${user} and its group${why}:\n${accounts.map((c) => `     ${c}`).join('\n')}`);
+  }
+  if (unit || pm2) {
+    const runner = `${vars.tunekit_app_install_dir}/app`;
+    const app = vars.tunekit_app_module
+      ? `It serves ${vars.tunekit_app_module}: the user ${user} must be able to read it (and its node_modules).`
+      : `It serves the kit's example app; to serve yours, render again with --set tunekit_app_module=/srv/myapp/app.js (a path ${user} can read).`;
+    const starts = unit ? `the unit starts ${vars.tunekit_node_bin} ${runner}/cluster.js` : 'PM2 runs ecosystem.config.js from there';
+    steps.push(`Put the runner (the kit's app/ folder, node: built-ins only) where ${starts}:\n` +
+      `     mkdir -p ${vars.tunekit_app_install_dir} && cp -r ${path.join(ROOT, 'app')} ${vars.tunekit_app_install_dir}/\n   ${app}`);
+  }
+  if (vars.tunekit_nginx_tls && nginx) {
+    steps.push(`Put the certificate and key where nginx reads them: ${vars.tunekit_nginx_tls_certificate} and ${vars.tunekit_nginx_tls_certificate_key} ` +
+      `(e.g. certbot certonly --webroot -w ${vars.tunekit_nginx_acme_webroot} -d ${vars.tunekit_nginx_server_name}).`);
+  }
+  const tops = [...new Set(rendered.map((r) => r.dest.split('/')[1]))].sort();
+  const keep = nginx ? 'Keep a copy of /etc/nginx/nginx.conf, then copy' : 'Copy';
+  steps.push(`${keep} the files to their places:\n${tops.map((d) => `     cp -r ${path.join(outDir, d)}/. /${d}/`).join('\n')}`);
+  if (nginx && vars.tunekit_nginx_host_mode === 'shared' && vars.tunekit_nginx_default_server) {
+    steps.push('The kit\'s site is the default server on :80; if Debian\'s welcome site is enabled, disable it (its link only):\n' +
+      '     rm -f /etc/nginx/sites-enabled/default');
+  }
+  if (sysctlFile) {
+    steps.push(`Apply the kernel settings without lowering a live value (--dry-run first shows what would change):\n     ${kit} sysctl apply ${sysctlFile.dest}`);
+  }
+  const units = [unit, socketUnit, nginxDropIn, bySrc('app/pm2/pm2-service.conf.j2')].filter(Boolean);
+  if (units.length) {
+    const start = socketUnit ? `${vars.tunekit_app_name}.socket ${vars.tunekit_app_name}.service` : `${vars.tunekit_app_name}`;
+    const cmds = ['systemctl daemon-reload'];
+    if (unit) cmds.push(`systemctl enable --now ${start}`);
+    steps.push(`Load the systemd units${unit ? ' and start the app' : ''}:\n     ${cmds.join(' && ')}`);
+  }
+  if (pm2) {
+    steps.push(`As ${user}, start the app under PM2 and save the list, then restart PM2's unit (app/pm2/README.md):\n` +
+      `     pm2 start ${pm2.dest} && pm2 save\n     systemctl restart pm2-${user}`);
+  }
+  if (nginx) {
+    steps.push(nginxDropIn
+      ? 'Check nginx\'s config and restart it (a restart, the first time: the LimitNOFILE drop-in applies to a new master; later changes need only nginx -t && systemctl reload nginx):\n     nginx -t && systemctl restart nginx'
+      : 'Check nginx\'s config and reload it:\n     nginx -t && systemctl reload nginx');
+  }
+  if (nginx) {
+    const port = vars.tunekit_nginx_listen_port === 80 ? '' : `:${vars.tunekit_nginx_listen_port}`;
+    // Over HTTPS, by the certificate's name (127.0.0.1 is not in it).
+    const url = vars.tunekit_nginx_tls ? `https://${vars.tunekit_nginx_server_name === '_' ? 'YOUR-NAME' : vars.tunekit_nginx_server_name}/` : `http://127.0.0.1${port}/`;
+    steps.push(`Check the result: curl -s ${url} answers through nginx; ${kit} doctor audits every layer ` +
+      `(run npm ci in ${ROOT} first).`);
+  }
+  return steps;
 }
 
 /**
@@ -271,6 +368,8 @@ function validate(vars, { layers = null } = {}) {
 module.exports = {
   MANIFEST,
   prefixKeys,
+  requireAbsolutePaths,
+  installSteps,
   loadManifest,
   applies,
   prefixVars,

@@ -124,7 +124,7 @@ async function runBench(o) {
   try {
     for (const name of stacksFor(o.scenarios, o.driver)) {
       progress.note(`bench: starting the ${name} stack (${STACKS[name].profile}, ${STACKS[name].upstream})`);
-      const stack = await startStack({ ...STACKS[name], workers: o.workers, set: o.set, varsFiles: o.varsFiles, port: 0 });
+      const stack = await startStack({ ...STACKS[name], workers: o.workers, module: o.app || null, set: o.set, varsFiles: o.varsFiles, port: 0 });
       cleanups.push(() => stack.stop());
       stacks[name] = stack;
     }

@@ -19,7 +19,7 @@ async function runLoadtest(o) {
     } else {
       const { startStack } = loadStack();
       progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${o.workers} workers${o.https ? ', HTTPS' : ''})`);
-      stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.module || null, set: o.set, varsFiles: o.varsFiles, port: 0, tls: Boolean(o.https) });
+      stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.app || null, set: o.set, varsFiles: o.varsFiles, port: 0, tls: Boolean(o.https) });
       target = nginxTarget(o.http2 ? `${o.upstream}-h2` : o.https ? `${o.upstream}-https` : o.upstream, stack, `nginx (${o.profile}${o.https ? ', HTTPS' : ''}) → ${stack.appListen}`);
     }
     const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, duration: o.duration, onProgress: (n, rate) => progress.update(n, rate) };

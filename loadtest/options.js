@@ -1,8 +1,10 @@
 'use strict';
 // Command-line options of `tunekit loadtest` and `tunekit bench`: one table
-// each (name, type, default, help) that parses argv and prints --help.
+// each (name, type, default, help) that parses argv and prints --help (in the
+// format of every command's, lib/command.js).
 
-const { parseCommandLine, outputFile } = require('../lib/args');
+const { parseCommandLine, outputFile, inputFile } = require('../lib/args');
+const command = require('../lib/command');
 const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
 const { cores } = require('./cpu');
@@ -26,52 +28,53 @@ const nonNegNum = (name, v) => {
 };
 // A report path: its directory must exist (nothing is created at a mistyped path).
 const reportFile = outputFile;
-const oneOf = (choices) => (name, v) => {
+// The help lists `choices` as the allowed values.
+const oneOf = (choices) => Object.assign((name, v) => {
   if (!choices.includes(v)) throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${v}")`);
   return v;
-};
+}, { choices });
 
 const COMMON = {
-  duration: { type: 'string', conv: positiveNum, help: 'seconds per run' },
-  connections: { type: 'string', conv: positiveInt, dflt: '50', help: 'concurrent connections' },
-  driver: { type: 'string', conv: oneOf(['autocannon', 'wrk']), help: 'load generator for saturation runs' },
-  procs: { type: 'string', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes (one saturates near 36k req/s)' },
-  workers: { type: 'string', conv: positiveInt, dflt: '2', help: 'app cluster workers of the local stack' },
-  set: { type: 'string', multiple: true, dflt: [], help: 'key=value override of a tunable (repeatable)' },
-  vars: { type: 'string', multiple: true, dflt: [], help: 'YAML vars file, as ansible -e @file (repeatable)' },
-  timeout: { type: 'string', conv: positiveNum, dflt: '10', help: 'per-request timeout, seconds' },
-  json: { type: 'string', conv: reportFile, help: 'write the JSON report (schema: loadtest/README.md)' },
-  md: { type: 'string', conv: reportFile, help: 'write a Markdown report' },
-  html: { type: 'string', conv: reportFile, help: 'write a self-contained HTML report with charts' },
+  duration: { type: 'string', value: 'S', conv: positiveNum, help: 'seconds per run' },
+  connections: { type: 'string', value: 'N', conv: positiveInt, dflt: '50', help: 'concurrent connections' },
+  driver: { type: 'string', value: 'NAME', conv: oneOf(['autocannon', 'wrk']), help: 'load generator for saturation runs' },
+  procs: { type: 'string', value: 'N', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes; one saturates near 36k req/s' },
+  app: { type: 'string', value: 'PATH', conv: inputFile, help: 'your app behind the local stack, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
+  workers: { type: 'string', value: 'N', conv: positiveInt, dflt: '2', help: 'app cluster workers of the local stack' },
+  set: { type: 'string', value: 'KEY=VALUE', multiple: true, dflt: [], help: 'override of a tunable, like -e key=value' },
+  vars: { type: 'string', value: 'FILE.yml', multiple: true, dflt: [], help: 'YAML vars file, as ansible -e @file' },
+  timeout: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'per-request timeout, seconds' },
+  json: { type: 'string', value: 'FILE', conv: reportFile, help: 'write the JSON report (schema: loadtest/README.md)' },
+  md: { type: 'string', value: 'FILE', conv: reportFile, help: 'write a Markdown report' },
+  html: { type: 'string', value: 'FILE', conv: reportFile, help: 'write a self-contained HTML report with charts' },
   wide: { type: 'boolean', help: 'every column in the terminal table (the default view fits 100 columns)' },
   'no-progress': { type: 'boolean', help: 'no progress output on stderr' },
-  help: { type: 'boolean', short: 'h', help: 'this help' },
 };
 
 const LOADTEST = {
-  upstream: { type: 'string', conv: oneOf(choices('tunekit_upstream_kind')), help: 'upstream of the local stack (default uds; tcp with --profile stock)' },
-  profile: { type: 'string', conv: oneOf(choices('tunekit_profile')), dflt: 'tuned', help: 'kit-tuned or stock nginx/Node settings' },
+  upstream: { type: 'string', value: 'KIND', conv: oneOf(choices('tunekit_upstream_kind')), help: 'upstream of the local stack; without it uds, or tcp with --profile stock' },
+  profile: { type: 'string', value: 'NAME', conv: oneOf(choices('tunekit_profile')), dflt: 'tuned', help: 'the kit\'s tuned settings or stock nginx/Node' },
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '10' },
   driver: { ...COMMON.driver, dflt: 'autocannon' },
-  rate: { type: 'string', conv: positiveNum, help: 'paced mode: req/s, evenly spaced (shown beside autocannon -R)' },
-  url: { type: 'string', help: 'drive an existing deployment (no local stack), e.g. http://10.0.0.5/' },
-  socket: { type: 'string', help: 'drive an existing Unix socket (no local stack)' },
-  'error-log': { type: 'string', help: 'nginx error.log to watch for an existing deployment' },
+  rate: { type: 'string', value: 'R', conv: positiveNum, help: 'paced mode: req/s, evenly spaced (shown beside autocannon -R)' },
+  url: { type: 'string', value: 'URL', help: 'drive an existing deployment (no local stack), e.g. http://10.0.0.5/' },
+  socket: { type: 'string', value: 'PATH', help: 'drive an existing Unix socket (no local stack)' },
+  'error-log': { type: 'string', value: 'FILE', help: 'nginx error.log to watch for an existing deployment' },
   https: { type: 'boolean', help: 'the local stack serves HTTPS (a throwaway CA the generators trust); autocannon only' },
   http2: { type: 'boolean', help: 'the local stack over HTTPS, driven over HTTP/2 by h2load (saturation; h2load does not verify the certificate)' },
-  streams: { type: 'string', conv: positiveInt, dflt: '10', help: 'with --http2: concurrent streams per connection' },
+  streams: { type: 'string', value: 'N', conv: positiveInt, dflt: '10', help: 'with --http2: concurrent streams per connection' },
 };
 
 const BENCH = {
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '8' },
   driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
-  rounds: { type: 'string', conv: positiveInt, dflt: '3', help: 'A/B rounds (order rotated per round)' },
-  scenarios: { type: 'string', dflt: DEFAULT_SCENARIOS.join(','), help: 'comma-separated scenarios' },
-  'cpu-rate': { type: 'string', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
-  'cpu-duration': { type: 'string', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
-  warmup: { type: 'string', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
+  rounds: { type: 'string', value: 'N', conv: positiveInt, dflt: '3', help: 'A/B rounds, the order rotated per round' },
+  scenarios: { type: 'string', value: 'LIST', dflt: DEFAULT_SCENARIOS.join(','), help: 'comma-separated scenarios' },
+  'cpu-rate': { type: 'string', value: 'R', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
+  'cpu-duration': { type: 'string', value: 'S', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
+  warmup: { type: 'string', value: 'S', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
   https: { type: 'boolean', help: 'the TLS bench: plain vs tls-stock vs tls-tuned, new/returning/keep-alive clients, gzip (reports bench-tls.*)' },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
@@ -79,24 +82,46 @@ const BENCH = {
   html: { ...COMMON.html, dflt: 'loadtest/results/bench.html' },
 };
 
-function helpText(cmd, spec) {
-  const rows = Object.entries(spec).map(([k, s]) => {
-    const flag = `--${k}${s.type === 'string' ? ' X' : ''}`;
-    const d = s.dflt !== undefined && !(Array.isArray(s.dflt) && !s.dflt.length) ? ` (default ${s.dflt})` : '';
-    return `  ${flag.padEnd(20)} ${s.help}${d}`;
-  });
-  return `usage: tunekit ${cmd} [options]\n\n${rows.join('\n')}`;
+// What each command does and two examples; the options are the tables above.
+const ABOUT = {
+  loadtest: {
+    about: 'Start the local stack (rendered nginx in front of the Node cluster, on 127.0.0.1), or target an existing ' +
+      'deployment with --url / --socket; drive it through nginx for --duration seconds; print a table of req/s, ' +
+      'latency percentiles (every response timed), errors by kind and server CPU per request; write --json/--md/--html; ' +
+      'stop everything.',
+    examples: [
+      'tunekit loadtest --app ./app.js --upstream uds --duration 10',
+      'tunekit loadtest --profile stock --rate 2000 --json /tmp/loadtest.json',
+    ],
+  },
+  bench: {
+    about: 'Stock vs the kit\'s TCP vs the kit\'s UDS upstream, with the nginx-static and direct ceilings, in A/B ' +
+      'rounds whose order rotates; medians with min–max and per-round ratios. Writes JSON, Markdown and HTML reports. ' +
+      'Minutes of load on every core: run it on a quiet machine.',
+    examples: [
+      'tunekit bench --rounds 3 --duration 8',
+      'tunekit bench --app ./app.js --scenarios stock,uds --rounds 2',
+    ],
+  },
+};
+
+/** The --help text of `tunekit CMD` from its table (lib/command.js's format). */
+function commandOf(cmd, spec) {
+  const options = {};
+  for (const [k, s] of Object.entries(spec)) {
+    options[k] = { ...s, default: s.dflt, ...(s.conv && s.conv.choices && { choices: s.conv.choices }) };
+  }
+  return { name: cmd, usage: ['[options]'], options, ...ABOUT[cmd] };
 }
 
 function parse(cmd, spec, argv) {
-  const options = {};
+  const options = { help: { type: 'boolean', short: 'h' } };
   for (const [k, s] of Object.entries(spec)) {
     options[k] = { type: s.type };
     if (s.multiple) options[k].multiple = true;
-    if (s.short) options[k].short = s.short;
   }
   const { values } = parseCommandLine({ args: argv, options, allowPositionals: false, strict: true }, `tunekit ${cmd} --help`);
-  if (values.help) return { help: helpText(cmd, spec) };
+  if (values.help) return { help: command.helpText(commandOf(cmd, spec)) };
   const out = {};
   for (const [k, s] of Object.entries(spec)) {
     const v = values[k] !== undefined ? values[k] : s.dflt;
@@ -110,4 +135,4 @@ function parse(cmd, spec, argv) {
   return out;
 }
 
-module.exports = { parse, helpText, LOADTEST, BENCH };
+module.exports = { parse, commandOf, LOADTEST, BENCH };

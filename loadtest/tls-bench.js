@@ -99,7 +99,7 @@ function handshakesSince(file, offset) {
 async function startServers(o) {
   const { startStack } = loadStack();
   // Unbuffered access log: each run's handshake lines are on disk when it ends.
-  const common = { upstream: 'uds', profile: 'tuned', workers: o.workers, port: 0, set: [...o.set, 'tunekit_nginx_access_log=unbuffered'] };
+  const common = { upstream: 'uds', profile: 'tuned', workers: o.workers, module: o.app || null, port: 0, set: [...o.set, 'tunekit_nginx_access_log=unbuffered'] };
   const stacks = {};
   const stops = [];
   try {

@@ -6,11 +6,18 @@
 
 const { UsageError } = require('../../lib/errors');
 const { requirePackages, finish } = require('./loadtest');
+const options = require('../../loadtest/options');
+
+// The options table is the harness's own (loadtest/options.js).
+const COMMAND = options.commandOf('bench', options.BENCH);
+
+function parse(argv) {
+  return options.parse('bench', options.BENCH, argv);
+}
 
 async function main(argv) {
   requirePackages();
-  const { parse, BENCH } = require('../../loadtest/options');
-  const o = parse('bench', BENCH, argv);
+  const o = parse(argv);
   if (o.help) {
     console.log(o.help);
     return 0;
@@ -79,4 +86,4 @@ async function tlsBench(argv, o) {
   return finish(doc, o, benchText(doc));
 }
 
-module.exports = { main };
+module.exports = { main, parse, COMMAND };

@@ -1,5 +1,5 @@
 'use strict';
-// tunekit demo [--keep] [--plain] [--upstream KIND] [--duration S] [--connections N]
+// tunekit demo [--app PATH] [--keep] [--plain] [--upstream KIND] [--duration S] [--connections N]
 // tunekit demo --stop DIR
 //
 // Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (free,
@@ -15,7 +15,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { UsageError } = require('../../lib/errors');
-const { parseCommandLine, wholeNumber } = require('../../lib/args');
+const { wholeNumber, inputFile } = require('../../lib/args');
+const command = require('../../lib/command');
 const { choices } = require('../../lib/config');
 const { startStack, stopDir, stackFiles, STACK_PREFIX } = require('../../lib/stack');
 const { alive } = require('../../lib/proc');
@@ -23,42 +24,32 @@ const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
 const { int } = require('../../loadtest/format');
 
-const HELP = `usage: tunekit demo [options]
-       tunekit demo --stop DIR
-
-Start nginx (127.0.0.1, free ports) in front of the Node cluster on a Unix
-domain socket, both rendered from the kit's templates into a temp dir. nginx
-serves HTTPS (TLS 1.2/1.3, HTTP/2) with a throwaway certificate from a local CA
-made for the demo; the plain port redirects to it. Send a short burst through
-nginx; print the URL, the curl line that trusts the CA, the socket, the workers
-that answered, req/s and latency; stop and remove everything.
-
-options:
-  --upstream KIND     ${choices('tunekit_upstream_kind').join(' | ')} (default uds)
-  --workers N         app workers (default 2)
-  --duration S        burst length in seconds (default 3, at most 60)
-  --connections N     concurrent client connections (default 20, at most 1000)
-  --plain             plain HTTP only (as behind a TLS load balancer)
-  --keep              leave the stack running; prints how to stop it
-  --stop DIR          stop a stack left running by --keep and remove DIR
-  -h, --help          this text`;
+const COMMAND = {
+  name: 'demo',
+  usage: ['[options]', '--stop DIR'],
+  about: 'Start nginx (127.0.0.1, free ports) in front of the Node cluster on a Unix domain socket, both rendered ' +
+    'from the kit\'s templates into a temp dir. nginx serves HTTPS (TLS 1.2/1.3, HTTP/2) with a throwaway ' +
+    'certificate from a local CA made for the demo; the plain port redirects to it. Send a short burst through ' +
+    'nginx; print the URL, the curl line that trusts the CA, the socket, the workers that answered, req/s and ' +
+    'latency; stop and remove everything.',
+  options: {
+    app: { type: 'string', value: 'PATH', help: 'your app, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
+    upstream: { type: 'string', value: 'KIND', choices: choices('tunekit_upstream_kind'), default: 'uds', help: 'how nginx reaches the app' },
+    workers: { type: 'string', value: 'N', default: '2', help: 'app workers' },
+    duration: { type: 'string', value: 'S', default: '3', help: 'burst length in seconds, at most 60' },
+    connections: { type: 'string', value: 'N', default: '20', help: 'concurrent client connections, at most 1000' },
+    plain: { type: 'boolean', help: 'plain HTTP only (as behind a TLS load balancer)' },
+    keep: { type: 'boolean', help: 'leave the stack running; prints how to stop it' },
+    stop: { type: 'string', value: 'DIR', help: 'stop a stack left running by --keep and remove DIR' },
+  },
+  examples: [
+    'tunekit demo --app ./app.js --workers 4',
+    'tunekit demo --upstream tcp --plain --keep',
+  ],
+};
 
 function parse(argv) {
-  return parseCommandLine({
-    args: argv,
-    options: {
-      upstream: { type: 'string', default: 'uds' },
-      workers: { type: 'string', default: '2' },
-      duration: { type: 'string', default: '3' },
-      connections: { type: 'string', default: '20' },
-      keep: { type: 'boolean', default: false },
-      plain: { type: 'boolean', default: false },
-      stop: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
-  }, 'tunekit demo --help').values;
+  return command.parse(COMMAND, argv).values;
 }
 
 async function stopCommand(dir) {
@@ -83,20 +74,17 @@ function burst(stack, { duration, connections }) {
 async function main(argv) {
   const opts = parse(argv);
   if (opts.help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
   if (opts.stop) return stopCommand(opts.stop);
-  const kinds = choices('tunekit_upstream_kind');
-  if (!kinds.includes(opts.upstream)) {
-    throw new UsageError(`--upstream ${opts.upstream}: expected one of ${kinds.join(', ')}`);
-  }
+  if (opts.app) inputFile('app', opts.app);
   const duration = wholeNumber('duration', opts.duration, 1, 60);
   const connections = wholeNumber('connections', opts.connections, 1, 1000);
   const workers = wholeNumber('workers', opts.workers, 1, Math.max(64, os.availableParallelism()));
 
   console.log('tunekit demo: rendering the tuned config and starting nginx + the Node cluster ...');
-  const stack = await startStack({ upstream: opts.upstream, workers, detached: opts.keep, tls: !opts.plain });
+  const stack = await startStack({ upstream: opts.upstream, workers, module: opts.app || null, detached: opts.keep, tls: !opts.plain });
   const curl = stack.ca ? `curl --cacert ${stack.ca} ${stack.url}` : `curl ${stack.url}`;
   // Ctrl-C during the burst: stop the stack before leaving (a signal skips
   // 'exit' handlers, and the temp dir would stay).
@@ -142,8 +130,9 @@ async function main(argv) {
   if (opts.keep) {
     const p = stack.pids();
     console.log(`\nLeft running (--keep). Try: ${curl}`);
-    console.log(`Audit it with:\n  node bin/tunekit.js doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
-    console.log(`Stop it with:\n  node bin/tunekit.js demo --stop ${stack.renderDir}`);
+    const kit = command.invocation();
+    console.log(`Audit it with:\n  ${kit} doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
+    console.log(`Stop it with:\n  ${kit} demo --stop ${stack.renderDir}`);
     // rm only once both are gone: the app removes its own socket when it stops.
     console.log(`or by hand:\n  kill -QUIT ${p.nginx[0]}; kill -TERM ${p.app[0]}; ` +
       `while kill -0 ${p.app[0]} 2>/dev/null || kill -0 ${p.nginx[0]} 2>/dev/null; do sleep 0.2; done; rm -rf ${stack.renderDir}`);
@@ -162,4 +151,4 @@ async function main(argv) {
   return 0;
 }
 
-module.exports = { main, HELP };
+module.exports = { main, parse, COMMAND };

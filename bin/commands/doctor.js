@@ -2,36 +2,36 @@
 // tunekit doctor: audit a live host across layers (see lib/doctor.js).
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
-const { parseCommandLine } = require('../../lib/args');
+const command = require('../../lib/command');
 const doctor = require('../../lib/doctor');
 
-const HELP = `usage: tunekit doctor [options]
+const COMMAND = {
+  name: 'doctor',
+  usage: ['[options]'],
+  about: 'Audit a live host across layers: read the live nginx config (nginx -T), kernel limits, accept queues (ss), ' +
+    'process limits (/proc), the app socket and the app\'s live timeouts, and check that the layers agree. ' +
+    'Each finding says what is wrong and the fix; exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.',
+  options: {
+    // The defaults are lib/doctor's: given or not, the app's socket is looked for differently.
+    'nginx-conf': { type: 'string', value: 'PATH', help: `nginx's main config (default: ${doctor.DEFAULT_NGINX_CONF})` },
+    'app-config': { type: 'string', value: 'PATH', help: `the runner's app.json (default: ${doctor.DEFAULT_APP_CONFIG})` },
+    socket: { type: 'string', value: 'PATH', help: 'the app socket (default: every unix: server in nginx\'s upstreams)' },
+    json: { type: 'boolean', help: 'print findings as JSON' },
+  },
+  examples: [
+    'tunekit doctor',
+    'tunekit doctor --app-config /etc/tunekit-app/app.json --socket /run/tunekit-app/app.sock --json',
+  ],
+};
 
-Reads the live nginx config (nginx -T), kernel limits, accept queues (ss),
-process limits (/proc), the app socket and the app's live timeouts, and checks
-that the layers agree.
-
-options:
-  --nginx-conf PATH   nginx's main config (default /etc/nginx/nginx.conf)
-  --app-config PATH   the runner's app.json (default /etc/tunekit-app/app.json)
-  --socket PATH       the app socket (default: every unix: server in nginx's upstreams)
-  --json              print findings as JSON
-  -h, --help          this text`;
+function parse(argv) {
+  return command.parse(COMMAND, argv).values;
+}
 
 async function main(argv) {
-  let opts;
-  opts = parseCommandLine({
-    args: argv,
-    options: {
-      'nginx-conf': { type: 'string' },
-      'app-config': { type: 'string' },
-      socket: { type: 'string' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  }, 'tunekit doctor --help').values;
+  const opts = parse(argv);
   if (opts.help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
   const facts = await doctor.gather({
@@ -57,4 +57,4 @@ async function main(argv) {
   return sum.fail ? 1 : 0;
 }
 
-module.exports = { main };
+module.exports = { main, parse, COMMAND };

@@ -4,23 +4,14 @@
 // result table, write --json/--md/--html, tear everything down.
 // The harness lives in loadtest/ (see loadtest/README.md).
 
-const path = require('node:path');
-const { UsageError } = require('../../lib/errors');
-
-const ROOT = path.resolve(__dirname, '../..');
+const { UsageError, missingPackages, notInstalled } = require('../../lib/errors');
+const options = require('../../loadtest/options');
 
 // The harness needs these npm packages; a fresh clone without `npm ci` gets
 // one clear line instead of a stack trace.
 function requirePackages() {
-  const missing = ['autocannon', 'hdr-histogram-js'].filter((name) => {
-    try {
-      require.resolve(name);
-      return false;
-    } catch {
-      return true;
-    }
-  });
-  if (missing.length) throw new UsageError(`npm packages ${missing.join(', ')} are not installed; run \`npm ci\` in ${ROOT}`);
+  const missing = notInstalled(['autocannon', 'hdr-histogram-js']);
+  if (missing.length) throw missingPackages(missing);
 }
 
 // Print the table, write the files, and turn "nothing answered" into exit 1.
@@ -42,15 +33,22 @@ function finish(doc, o, text) {
   return 0;
 }
 
+// The options table is the harness's own (loadtest/options.js).
+const COMMAND = options.commandOf('loadtest', options.LOADTEST);
+
+function parse(argv) {
+  return options.parse('loadtest', options.LOADTEST, argv);
+}
+
 async function main(argv) {
   requirePackages();
-  const { parse, LOADTEST } = require('../../loadtest/options');
-  const o = parse('loadtest', LOADTEST, argv);
+  const o = parse(argv);
   if (o.help) {
     console.log(o.help);
     return 0;
   }
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
+  if (o.app && (o.url || o.socket)) throw new UsageError('--app puts your app behind the local stack; --url and --socket drive a deployment that already serves it: use one or the other');
   if (o.http2 && (o.url || o.socket || o.rate || o.driver === 'wrk')) {
     throw new UsageError('--http2 drives the local stack\'s HTTPS front with h2load, in saturation; drop --url, --socket, --rate and --driver wrk');
   }
@@ -91,4 +89,4 @@ async function main(argv) {
   return finish(doc, o, loadtestText(doc, { wide: o.wide }));
 }
 
-module.exports = { main, requirePackages, finish };
+module.exports = { main, parse, COMMAND, requirePackages, finish };

@@ -1,5 +1,5 @@
 'use strict';
-// tunekit profile --demo [--duration S] [--connections N] [--profile stock|tuned] [--module FILE]
+// tunekit profile --demo [--duration S] [--connections N] [--profile stock|tuned] [--app PATH]
 // tunekit profile --pid PID ... | --unit NAME ... [--duration S]
 //
 // Where the time goes in a live stack: syscalls per process group, perf
@@ -10,7 +10,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { UsageError } = require('../../lib/errors');
-const { parseCommandLine, wholeNumber, oneOf, outputFile, inputFile } = require('../../lib/args');
+const { wholeNumber, outputFile, inputFile } = require('../../lib/args');
+const command = require('../../lib/command');
 const { choices } = require('../../lib/config');
 const { startStack, stackFiles } = require('../../lib/stack');
 const doctor = require('../../lib/doctor');
@@ -24,70 +25,46 @@ const { decide } = require('../../loadtest/profile/verdict');
 const { renderSvg } = require('../../loadtest/profile/flame');
 const { lines, toMarkdown, toHtml } = require('../../loadtest/profile/report');
 
-const HELP = `usage: tunekit profile --demo [options]
-       tunekit profile --pid PID | --unit NAME [options]
-       tunekit profile --app-config FILE [--nginx-conf FILE] [options]
-
-Profile a live stack for --duration seconds per phase: req/s without a tracer,
-then perf record (cpu-clock, call stacks; JavaScript frames named through the
-workers' perf map), then perf trace -s, then strace -c -f -w. Prints the
-syscalls per request of nginx's and the app's workers, each tracer's slowdown,
-the top symbols, the accept queues and a verdict: queue-bound, proxy-bound,
-app-bound or transport-bound (the rule: loadtest/profile/verdict.js).
-
---demo starts the kit's stack as \`tunekit demo\` does (workers with the perf map
-on), drives it through nginx on 127.0.0.1 and stops it. --pid / --unit attach to
-a running service of the kit's (the runner or an app worker, or an nginx master
-whose config tunekit rendered; anything else is refused); --app-config finds a
-deployed stack as doctor reads it: the runner listening on that app.json's
-socket and the nginx of --nginx-conf (its pid file). No load is sent to a
-running service, so its figures are per second.
-
-options:
-  --demo              start, load, profile and stop the local stack
-  --pid PID           a running runner, app worker or nginx master (repeatable)
-  --unit NAME         a systemd unit whose main process is one of those (repeatable)
-  --app-config FILE   a deployed app.json (e.g. /etc/tunekit-app/app.json): its runner, and
-  --nginx-conf FILE   the nginx of this config (default /etc/nginx/nginx.conf; skipped if not the kit's)
-  --duration S        seconds per phase (default 3, 1 to 60)
-  --connections N     --demo: concurrent client connections (default 50, 1 to 1000)
-  --upstream KIND     --demo: ${choices('tunekit_upstream_kind').join(' | ')} (default: uds; tcp for stock)
-  --profile NAME      --demo: ${choices('tunekit_profile').join(' | ')} (default tuned)
-  --workers N         --demo: app workers (default 2)
-  --module FILE       --demo: the app to serve (default: the example app)
-  --svg FILE          write the flame graph (SVG)
-  --json FILE         write the result as JSON
-  --md FILE           write a Markdown report
-  --html FILE         write an HTML report with the flame graph embedded
-  -h, --help          this text
-
-Needs root (or perf_event_paranoid <= 1 and ptrace rights), perf
-(apt-get install -y linux-perf) and strace (apt-get install -y strace).`;
+const COMMAND = {
+  name: 'profile',
+  usage: ['--demo [options]', '--pid PID | --unit NAME [options]', '--app-config FILE [--nginx-conf FILE] [options]'],
+  about: 'Profile a live stack for --duration seconds per phase: req/s without a tracer, then perf record ' +
+    '(cpu-clock, call stacks; JavaScript frames named through the workers\' perf map), then perf trace -s, then ' +
+    'strace -c -f -w. Prints the syscalls per request of nginx\'s and the app\'s workers, each tracer\'s slowdown, ' +
+    'the top symbols, the accept queues and a verdict: queue-bound, proxy-bound, app-bound or transport-bound ' +
+    '(the rule: loadtest/profile/verdict.js).\n\n' +
+    '--demo starts the kit\'s stack as `tunekit demo` does (workers with the perf map on), drives it through nginx ' +
+    'on 127.0.0.1 and stops it. --pid / --unit attach to a running service of the kit\'s (the runner or an app ' +
+    'worker, or an nginx master whose config tunekit rendered; anything else is refused); --app-config finds a ' +
+    'deployed stack as doctor reads it: the runner listening on that app.json\'s socket and the nginx of ' +
+    '--nginx-conf (its pid file). No load is sent to a running service, so its figures are per second.',
+  options: {
+    demo: { type: 'boolean', help: 'start, load, profile and stop the local stack' },
+    pid: { type: 'string', value: 'PID', multiple: true, help: 'a running runner, app worker or nginx master' },
+    unit: { type: 'string', value: 'NAME', multiple: true, help: 'a systemd unit whose main process is one of those' },
+    'app-config': { type: 'string', value: 'FILE', help: 'a deployed app.json (e.g. /etc/tunekit-app/app.json): its runner, and' },
+    'nginx-conf': { type: 'string', value: 'FILE', help: 'the nginx of this config (default: /etc/nginx/nginx.conf; skipped if not the kit\'s)' },
+    duration: { type: 'string', value: 'S', default: '3', help: 'seconds per phase, 1 to 60' },
+    connections: { type: 'string', value: 'N', default: '50', help: '--demo: concurrent client connections, 1 to 1000' },
+    upstream: { type: 'string', value: 'KIND', choices: choices('tunekit_upstream_kind'), help: '--demo: how nginx reaches the app; without it uds, or tcp for stock' },
+    profile: { type: 'string', value: 'NAME', choices: choices('tunekit_profile'), default: 'tuned', help: '--demo: the kit\'s settings or stock nginx/Node' },
+    workers: { type: 'string', value: 'N', default: '2', help: '--demo: app workers' },
+    app: { type: 'string', value: 'PATH', help: '--demo: your app, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
+    svg: { type: 'string', value: 'FILE', help: 'write the flame graph (SVG)' },
+    json: { type: 'string', value: 'FILE', help: 'write the result as JSON' },
+    md: { type: 'string', value: 'FILE', help: 'write a Markdown report' },
+    html: { type: 'string', value: 'FILE', help: 'write an HTML report with the flame graph embedded' },
+  },
+  examples: [
+    'tunekit profile --demo --app ./app.js --duration 5 --svg /tmp/flame.svg',
+    'tunekit profile --unit tunekit-app --duration 10 --html /tmp/profile.html',
+  ],
+  notes: 'Needs root (or perf_event_paranoid <= 1 and ptrace rights), perf (apt-get install -y linux-perf) ' +
+    'and strace (apt-get install -y strace).',
+};
 
 function parse(argv) {
-  return parseCommandLine({
-    args: argv,
-    options: {
-      demo: { type: 'boolean', default: false },
-      pid: { type: 'string', multiple: true, default: [] },
-      unit: { type: 'string', multiple: true, default: [] },
-      'app-config': { type: 'string' },
-      'nginx-conf': { type: 'string' },
-      duration: { type: 'string', default: '3' },
-      connections: { type: 'string', default: '50' },
-      upstream: { type: 'string' },
-      profile: { type: 'string', default: 'tuned' },
-      workers: { type: 'string', default: '2' },
-      module: { type: 'string' },
-      svg: { type: 'string' },
-      json: { type: 'string' },
-      md: { type: 'string' },
-      html: { type: 'string' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
-  }, 'tunekit profile --help').values;
+  return command.parse(COMMAND, argv).values;
 }
 
 // The listeners of a demo stack as ss prints them: nginx's port, the app's socket(s) or port.
@@ -108,10 +85,10 @@ function doctorLines(stack) {
 async function profileDemo(opts, common) {
   const connections = wholeNumber('connections', opts.connections, 1, 1000);
   const stack = await startStack({
-    upstream: opts.upstream ? oneOf('upstream', opts.upstream, choices('tunekit_upstream_kind')) : null,
-    profile: oneOf('profile', opts.profile, choices('tunekit_profile')),
+    upstream: opts.upstream || null,
+    profile: opts.profile,
     workers: wholeNumber('workers', opts.workers, 1, Math.max(64, os.availableParallelism())),
-    module: opts.module || null,
+    module: opts.app || null,
     set: ['tunekit_app_perf_map=true'],
   });
   const appPids = stack.pids().app;
@@ -146,15 +123,16 @@ async function profileDemo(opts, common) {
 async function main(argv) {
   const opts = parse(argv);
   if (opts.help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
   if (opts['nginx-conf'] && !opts['app-config']) throw new UsageError('--nginx-conf goes with --app-config; see tunekit profile --help');
+  if (opts.app && !opts.demo) throw new UsageError('--app goes with --demo (a running service already serves its app); see tunekit profile --help');
   const live = opts.pid.length + opts.unit.length + (opts['app-config'] ? 1 : 0);
   if (opts.demo === Boolean(live)) throw new UsageError('give either --demo, or --pid/--unit/--app-config; see tunekit profile --help');
   for (const name of ['app-config', 'nginx-conf']) if (opts[name]) inputFile(name, opts[name]);
   const duration = wholeNumber('duration', opts.duration, 1, 60);
-  if (opts.module) inputFile('module', opts.module);
+  if (opts.app) inputFile('app', opts.app);
   for (const name of ['svg', 'json', 'md', 'html']) if (opts[name]) outputFile(name, opts[name]);
   requireTools();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-profile-'));
@@ -200,4 +178,4 @@ async function main(argv) {
   }
 }
 
-module.exports = { main, HELP };
+module.exports = { main, parse, COMMAND };

@@ -8,62 +8,41 @@
 
 const path = require('node:path');
 const { UsageError } = require('../../lib/errors');
-const { parseCommandLine } = require('../../lib/args');
+const command = require('../../lib/command');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
 const { makeDirs } = require('../../lib/files');
 
-const HELP = `usage: tunekit render --out DIR [options]
-
-Write the files a host needs (nginx, the app's settings, systemd units, sysctl)
-under DIR at their host paths (DIR/etc/nginx/nginx.conf, ...).
-
-options:
-  --out DIR         where to write the tree (required)
-  --vars FILE.yml   variables file, like ansible-playbook -e @FILE (repeatable;
-                    e.g. ansible/profiles/stock.yml, small.yml, large.yml)
-  --set key=value   one variable, like -e key=value (repeatable; wins over --vars)
-  --prefix          make the tree self-contained and runnable as you: paths point
-                    into DIR, so nginx -t -c DIR/etc/nginx/nginx.conf needs no /etc
-  --check           render a prefixed copy to a temp dir and run nginx -t on it
-                    before anything is written; refuse the render if nginx does
-  --layer NAME      only this layer (nginx, app, systemd, sysctl, pm2; repeatable)
-  --nginx-version X.Y.Z
-                    the nginx version on the target host (\`nginx -v\` there);
-                    default: ask the local nginx. Directives the version lacks
-                    are left out with a comment (docs/versions.md); below 1.18.0
-                    the render is refused
-  --target NAME     host (default): the files above; kubernetes: a Deployment
-                    (nginx + the runner in one pod), a Service and ConfigMaps,
-                    written as DIR/deployment.yaml, service.yaml, configmap.yaml
-                    (docs/kubernetes.md)
-  -h, --help        this text
-
-Variables and their defaults: ansible/roles/tunekit/defaults/main/.`;
-
 const TARGETS = ['host', 'kubernetes'];
 
+const COMMAND = {
+  name: 'render',
+  usage: ['--out DIR [options]'],
+  about: 'Write the files a host needs (nginx, the app\'s settings, systemd units, sysctl) under DIR ' +
+    'at their host paths (DIR/etc/nginx/nginx.conf, ...), then the numbered steps that install them. ' +
+    'Every value comes from the one definition (ansible/roles/tunekit/defaults/main/), overridden by ' +
+    '--vars files and --set pairs; an inconsistent or unusable set is refused before anything is written.',
+  options: {
+    out: { type: 'string', value: 'DIR', help: 'where to write the tree (required)' },
+    vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE, e.g. ansible/profiles/small.yml' },
+    set: { type: 'string', value: 'KEY=VALUE', multiple: true, help: 'one variable, like -e key=value; wins over --vars' },
+    prefix: { type: 'boolean', help: 'make the tree self-contained and runnable as you: paths point into DIR, so nginx -t -c DIR/etc/nginx/nginx.conf needs no /etc' },
+    check: { type: 'boolean', help: 'render a prefixed copy to a temp dir and run nginx -t on it before anything is written; refuse the render if nginx does; print only problems' },
+    layer: { type: 'string', value: 'NAME', multiple: true, choices: [...new Set(renderer.loadManifest().map((e) => e.layer))], help: 'only this layer; without it, every layer' },
+    'nginx-version': { type: 'string', value: 'X.Y.Z', help: 'the nginx version on the target host (`nginx -v` there; default: ask the local nginx). Directives the version lacks are left out with a comment (docs/versions.md); below 1.18.0 the render is refused' },
+    target: { type: 'string', value: 'NAME', choices: TARGETS, default: 'host', help: 'host: the files above; kubernetes: a Deployment (nginx + the runner in one pod), a Service and ConfigMaps as DIR/deployment.yaml, service.yaml, configmap.yaml; see docs/kubernetes.md' },
+  },
+  examples: [
+    'tunekit render --out /tmp/tunekit-host --set tunekit_app_workers=4',
+    'tunekit render --out /tmp/tunekit-small --vars ansible/profiles/small.yml --layer nginx --check',
+  ],
+  notes: 'Variables and their defaults: docs/variables.md.',
+};
+
 function parse(argv) {
-  let parsed;
-  parsed = parseCommandLine({
-    args: argv,
-    options: {
-      out: { type: 'string' },
-      vars: { type: 'string', multiple: true, default: [] },
-      set: { type: 'string', multiple: true, default: [] },
-      prefix: { type: 'boolean', default: false },
-      check: { type: 'boolean', default: false },
-      layer: { type: 'string', multiple: true, default: [] },
-      'nginx-version': { type: 'string' },
-      target: { type: 'string', default: 'host' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
-  }, 'tunekit render --help');
-  return parsed.values;
+  return command.parse(COMMAND, argv).values;
 }
 
 function renderKubernetes(opts) {
@@ -83,24 +62,19 @@ function renderKubernetes(opts) {
 async function main(argv) {
   const opts = parse(argv);
   if (opts.help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
   if (!opts.out) throw new UsageError('--out DIR is required; see tunekit render --help');
-  if (!TARGETS.includes(opts.target)) {
-    throw new UsageError(`unknown target "${opts.target}"; the targets are ${TARGETS.join(', ')}`);
-  }
   if (opts.target === 'kubernetes') return renderKubernetes(opts);
-  const known = [...new Set(renderer.loadManifest().map((e) => e.layer))];
-  for (const l of opts.layer) {
-    if (!known.includes(l)) throw new UsageError(`unknown layer "${l}"; the layers are ${known.join(', ')}`);
-  }
   const layers = opts.layer.length ? opts.layer : null;
 
   const flags = [];
   const version = opts['nginx-version'];
   if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
   const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
+  // Before anything is written, with or without --prefix/--check.
+  renderer.requireAbsolutePaths(vars);
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {
@@ -108,7 +82,6 @@ async function main(argv) {
         'drop --nginx-version to check for this host, or check on the target host');
     }
     renderer.validate(vars, { layers });
-    console.log('nginx -t: the rendered configuration is valid');
   }
   const outDir = path.resolve(opts.out);
   // A layer asked for by name whose files all depend on another setting:
@@ -120,13 +93,19 @@ async function main(argv) {
     throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
   }
   makeDirs(outDir, { what: `--out ${opts.out}` });
-  const { files } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  // --check: silent but for problems (its nginx -t ran before the write).
+  if (opts.check) return 0;
   console.log(`wrote ${files.length} files under ${outDir}:`);
   for (const f of files) console.log(`  ${path.relative(outDir, f)}`);
   if (opts.prefix) {
     console.log(`test it: nginx -t -c ${path.join(outDir, 'etc/nginx/nginx.conf')}`);
+    return 0;
   }
+  const steps = renderer.installSteps(vars, rendered, { outDir, kit: command.invocation() });
+  console.log('\nNext, as root on the host:');
+  steps.forEach((step, i) => console.log(`${String(i + 1).padStart(2)}. ${step}`));
   return 0;
 }
 
-module.exports = { main, HELP };
+module.exports = { main, parse, COMMAND };

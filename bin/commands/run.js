@@ -8,33 +8,40 @@
 
 const path = require('node:path');
 const { UsageError } = require('../../lib/errors');
-const { parseCommandLine } = require('../../lib/args');
+const command = require('../../lib/command');
 
-const HELP = `usage: tunekit run [MODULE] [options]
+const { STRATEGIES } = require('../../app/settings');
+const { FORMATS } = require('../../app/log');
 
-Start the Node cluster: the primary binds the listener and hands it to the workers.
-MODULE exports a request handler (req, res) — an express app works as is — or a
-factory returning an http.Server (fastify: return f.server after f.ready()).
-Without MODULE the example app answers {"ok":true,"worker":N,"pid":P}.
-
-options:
-  --listen ADDR         unix:/path.sock | tcp:HOST:PORT | fd:N | systemd
-  --workers N           worker processes (0 = one per CPU core)
-  --strategy S          shared (primary binds, workers accept; default) |
-                        round-robin (Node's: primary accepts, passes connections) |
-                        per-worker (one socket per worker, PATH.1 .. PATH.N)
-  --socket-mode MODE    permission bits of the socket, e.g. 0660
-  --socket-group G      group of the socket (name or gid); nginx's user must be in it
-  --drain-timeout SEC   on SIGTERM/SIGINT, finish in-flight requests for at most SEC
-  --config FILE         read a rendered app.json instead of the definition
-  --log FORMAT          auto (text on a terminal, else JSON lines; default) | json | text
-  --vars FILE.yml       variables file, like ansible-playbook -e @FILE (repeatable)
-  --set key=value       one variable, like -e key=value (repeatable)
-  -h, --help            this text
-
-Signals: SIGTERM/SIGINT drain and exit; SIGHUP restarts the workers one at a time.
-Logs: one line per event on stdout (JSON lines unless on a terminal or --log text);
-the "ready" event comes once every worker listens.`;
+const COMMAND = {
+  name: 'run',
+  usage: ['[MODULE] [options]'],
+  about: 'Start the Node cluster: the primary binds the listener and hands it to the workers. ' +
+    'MODULE (a path, relative to the current directory) exports a request handler (req, res) — an express app works as is — ' +
+    'or a factory returning an http.Server (fastify: return f.server after f.ready()). ' +
+    'Without MODULE the example app answers {"ok":true,"worker":N,"pid":P}. ' +
+    'Settings come from the one definition (--vars, --set) or from a rendered app.json (--config); the flags win.',
+  positionals: 1,
+  options: {
+    listen: { type: 'string', value: 'ADDR', help: 'unix:/abs/path.sock, tcp:HOST:PORT, fd:N (an inherited socket) or systemd (socket activation)' },
+    workers: { type: 'string', value: 'N', help: 'worker processes; 0 = one per CPU core' },
+    strategy: { type: 'string', value: 'S', choices: STRATEGIES, help: 'shared: the primary binds, workers accept (the definition\'s default); round-robin: Node\'s, the primary accepts and passes connections; per-worker: one socket per worker, PATH.1 .. PATH.N' },
+    'socket-mode': { type: 'string', value: 'MODE', help: 'permission bits of the socket, e.g. 0660' },
+    'socket-group': { type: 'string', value: 'GROUP', help: 'group of the socket (name or gid); nginx\'s user must be in it' },
+    'drain-timeout': { type: 'string', value: 'SEC', help: 'on SIGTERM/SIGINT, finish in-flight requests for at most SEC seconds' },
+    config: { type: 'string', value: 'FILE', help: 'read a rendered app.json instead of the definition (needs no npm package)' },
+    log: { type: 'string', value: 'FORMAT', choices: FORMATS, help: 'auto: text on a terminal, else JSON lines' },
+    vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE' },
+    set: { type: 'string', value: 'KEY=VALUE', multiple: true, help: 'one variable, like -e key=value' },
+  },
+  examples: [
+    'tunekit run ./app.js --listen tcp:127.0.0.1:3000 --workers 2',
+    'tunekit run --config /etc/tunekit-app/app.json --log json',
+  ],
+  notes: 'Signals: SIGTERM/SIGINT drain and exit; SIGHUP restarts the workers one at a time. ' +
+    'Logs: one line per event on stdout; the "ready" event comes once every worker listens. ' +
+    'As yourself, no root: mkdir -p "$HOME/.run" && tunekit run --listen "unix:$HOME/.run/app.sock" --socket-group "$(id -gn)".',
+};
 
 // Each flag sets a variable of the definition, so it passes the same type and
 // cross-layer checks as `--set` (lib/config). --listen fd:N and systemd have no
@@ -48,31 +55,7 @@ const FLAG_VARIABLES = {
 };
 
 function parse(argv) {
-  const { values, positionals } = parseCommandLine({
-    args: argv,
-    options: {
-      listen: { type: 'string' },
-      workers: { type: 'string' },
-      strategy: { type: 'string' },
-      'socket-mode': { type: 'string' },
-      'socket-group': { type: 'string' },
-      'drain-timeout': { type: 'string' },
-      config: { type: 'string' },
-      log: { type: 'string' },
-      vars: { type: 'string', multiple: true, default: [] },
-      set: { type: 'string', multiple: true, default: [] },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-    allowPositionals: true,
-  }, 'tunekit run --help');
-  if (positionals.length > 1) {
-    throw new UsageError(`one MODULE at most, got ${positionals.length}: ${positionals.join(' ')}`);
-  }
-  const { FORMATS } = require('../../app/log');
-  if (values.log !== undefined && !FORMATS.includes(values.log)) {
-    throw new UsageError(`--log ${values.log}: expected one of ${FORMATS.join(', ')}`);
-  }
+  const { values, positionals } = command.parse(COMMAND, argv);
   if (values.config && (values.vars.length || values.set.length)) {
     throw new UsageError('--config reads a rendered app.json; --vars and --set apply to the definition instead: use one or the other');
   }
@@ -116,9 +99,15 @@ function parseListenFlag(text) {
   }
 }
 
-/** --config FILE: the flags, type-checked as their variables, as settings fields. */
+/**
+ * --config FILE: the flags, type-checked as their variables, as settings fields.
+ * --listen is checked by the runner's own parser; only the other flags read the
+ * definition (and its YAML parser), so `run --config FILE [--listen ADDR]` needs
+ * no npm package, as on a host.
+ */
 function configFlagSettings(opts) {
-  const v = require('../../lib/config').checkFlagTypes(flagVariables(opts));
+  const typed = flagVariables({ ...opts, listen: undefined });
+  const v = typed.length ? require('../../lib/config').checkFlagTypes(typed) : {};
   const out = {};
   if (opts.listen !== undefined) out.listen = parseListenFlag(opts.listen).text;
   if ('tunekit_app_workers' in v) out.workers = v.tunekit_app_workers;
@@ -160,7 +149,7 @@ function settingsFor(argv) {
 async function main(argv) {
   const { help, settings } = settingsFor(argv);
   if (help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
   const { log } = parse(argv);
@@ -169,4 +158,4 @@ async function main(argv) {
   return runPrimary(settings);
 }
 
-module.exports = { main, settingsFor, flagVariables, HELP };
+module.exports = { main, parse, settingsFor, flagVariables, COMMAND };

@@ -8,25 +8,38 @@
 
 const fs = require('node:fs');
 const { UsageError } = require('../../lib/errors');
-const { parseCommandLine } = require('../../lib/args');
+const command = require('../../lib/command');
 const { reason } = require('../../lib/files');
 const sysctl = require('../../lib/sysctl');
 
-const HELP = `usage: tunekit sysctl apply FILE [--out PATH] [--dry-run] [--json]
+const COMMAND = {
+  name: 'sysctl',
+  usage: ['apply FILE [options]'],
+  about: 'Apply a sysctl.d drop-in without lowering any live value: for each key the higher of the live and the ' +
+    'desired value wins (ip_local_port_range: the union of both ranges; tcp_tw_reuse: 0 < 2 < 1), then write the ' +
+    'effective drop-in so a reboot applies the same values. Keys this system cannot set (a container, a global key ' +
+    'seen from a network namespace) are reported, not fatal. FILE is the drop-in (render --layer sysctl writes one).',
+  positionals: 2,
+  options: {
+    out: { type: 'string', value: 'PATH', help: 'where to write the effective drop-in (default: FILE itself)' },
+    'dry-run': { type: 'boolean', help: 'decide and print, write nothing (neither /proc/sys nor a file)' },
+    json: { type: 'boolean', help: 'print {"changed", "file", "keys": [...]} instead of a table' },
+    proc: { type: 'string', value: 'DIR', default: sysctl.PROC_SYS, help: 'read and write DIR instead of /proc/sys, for tests' },
+  },
+  examples: [
+    'tunekit sysctl apply /etc/sysctl.d/60-tunekit.conf',
+    'tunekit sysctl apply /etc/sysctl.d/60-tunekit.conf --dry-run --json',
+  ],
+  notes: 'Exit status: 0 applied (or nothing to do), 1 the kernel refused a value, 2 usage or an unreadable drop-in.',
+};
 
-Apply a sysctl.d drop-in without lowering any live value: for each key the
-higher of the live and the desired value wins (ip_local_port_range: the union
-of both ranges; tcp_tw_reuse: 0 < 2 < 1). Keys this system cannot set (a
-container, a global key seen from a network namespace) are reported, not fatal.
-
-  FILE          the drop-in to apply (e.g. /etc/sysctl.d/60-tunekit.conf)
-  --out PATH    where to write the effective drop-in (default: FILE itself)
-  --dry-run     decide and print, write nothing (neither /proc/sys nor a file)
-  --json        print {"changed", "file", "keys": [...]} instead of a table
-  --proc DIR    read and write DIR instead of /proc/sys (tests)
-
-Exit status: 0 applied (or nothing to do), 1 the kernel refused a value,
-2 usage or an unreadable drop-in.`;
+function parse(argv) {
+  const { values, positionals } = command.parse(COMMAND, argv);
+  if (values.help) return values;
+  const [sub, file] = positionals;
+  if (sub !== 'apply' || !file) throw new UsageError('expected "sysctl apply FILE"; see tunekit sysctl --help');
+  return { ...values, file };
+}
 
 function pad(s, n) {
   return String(s).padEnd(n);
@@ -41,27 +54,12 @@ function table(steps) {
 }
 
 async function main(argv) {
-  let parsed;
-  parsed = parseCommandLine({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      out: { type: 'string' },
-      'dry-run': { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      proc: { type: 'string', default: sysctl.PROC_SYS },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  }, 'tunekit sysctl --help');
-  const { values, positionals } = parsed;
+  const values = parse(argv);
   if (values.help) {
-    console.log(HELP);
+    console.log(command.helpText(COMMAND));
     return 0;
   }
-  const [sub, file, ...extra] = positionals;
-  if (sub !== 'apply' || !file || extra.length) {
-    throw new UsageError('expected "sysctl apply FILE"; see tunekit sysctl --help');
-  }
+  const { file } = values;
   let text;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -109,4 +107,4 @@ async function main(argv) {
   return failed.length ? 1 : 0;
 }
 
-module.exports = { main, HELP };
+module.exports = { main, parse, COMMAND };

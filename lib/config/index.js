@@ -100,6 +100,13 @@ function checkFlagTypes(flags) {
   return values;
 }
 
+/** "FILE line N" of a top-level key of a YAML file, or FILE when it is not found as written. */
+function keyLine(file, key) {
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  const i = lines.findIndex((l) => new RegExp(`^["']?${key.replace(/[^\w]/g, '\\$&')}["']?\\s*:`).test(l));
+  return i < 0 ? file : `${file} line ${i + 1}`;
+}
+
 function closest(name, names) {
   let best = null;
   let bestScore = Infinity;
@@ -195,19 +202,20 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   const known = Object.keys(raw);
   const typeOf = types.readTypes(defaultFiles());
   const where = Object.fromEntries(known.map((k) => [k, `the definition, ${path.relative(ROOT, typeOf[k].file)}`]));
-  const apply = (key, value, from) => {
+  // `at`: where a misspelt name is, when that says more than `from` (a file's line).
+  const apply = (key, value, from, at = () => from) => {
     if (!(key in raw)) {
       const hint = closest(key, known);
       throw new ConfigError(
-        `unknown variable ${key} (from ${where})` +
-          (hint ? `; did you mean ${hint}?` : '; the known ones are listed in ansible/README.md'),
+        `unknown variable ${key} (from ${at()})` +
+          (hint ? `; did you mean ${hint}?` : '; the known ones are listed in docs/variables.md'),
       );
     }
     raw[key] = value;
     where[key] = from;
   };
   for (const file of varsFiles) {
-    for (const [k, v] of Object.entries(readYamlFile(file))) apply(k, v, file);
+    for (const [k, v] of Object.entries(readYamlFile(file))) apply(k, v, file, () => keyLine(file, k));
   }
   for (const pair of set) {
     const [k] = parseSet(pair);

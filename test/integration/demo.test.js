@@ -6,6 +6,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const http = require('node:http');
+const os = require('node:os');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { ROOT } = require('../../lib/template');
@@ -13,12 +15,12 @@ const { alive } = require('../../lib/proc');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 
-function run(args, t, { npm = false } = {}) {
+function run(args, t, { npm = false, cwd = ROOT } = {}) {
   return new Promise((resolve) => {
     // `npm run demo -- ARGS` runs the set-up step, then `tunekit demo ARGS`.
     const child = npm
-      ? spawn('npm', ['run', '--silent', 'demo', '--', ...args], { cwd: ROOT })
-      : spawn(process.execPath, [CLI, ...args], { cwd: ROOT });
+      ? spawn('npm', ['run', '--silent', 'demo', '--', ...args], { cwd })
+      : spawn(process.execPath, [CLI, ...args], { cwd });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => { stdout += d; });
@@ -125,4 +127,32 @@ test('tunekit demo --plain serves plain HTTP (as behind a TLS load balancer)', {
   assert.match(field(r.stdout, 'url'), /^http:\/\/127\.0\.0\.1:\d+\/$/);
   assert.doesNotMatch(r.stdout, /^ {2}try /m);
   assert.match(field(r.stdout, 'requests'), /^\d+ \(0 non-2xx, 0 errors, 0 timeouts\)$/);
+});
+
+test('tunekit demo --app ./app.js puts your app, relative to where you are, behind the stack', { timeout: 150_000 }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-demo-app-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dir, 'app.js'),
+    "module.exports = (req, res) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ mine: true, pid: process.pid })); };\n");
+  const r = await run(['demo', '--app', './app.js', '--plain', '--keep', '--duration', '1', '--connections', '2'], t, { cwd: dir });
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  // Printed for where the user is: the CLI's absolute path, not bin/tunekit.js.
+  const stop = r.stdout.match(/^Stop it with:\n {2}(node \S+) demo --stop (\S+)$/m);
+  assert.ok(stop, r.stdout);
+  assert.equal(stop[1], `node ${CLI}`);
+  t.after(() => spawnSync(process.execPath, [CLI, 'demo', '--stop', stop[2]]));
+  assert.match(field(r.stdout, 'requests'), /^\d+ \(0 non-2xx, 0 errors, 0 timeouts\)$/);
+  const body = await new Promise((resolve, reject) => {
+    http.get(field(r.stdout, 'url'), (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve(text));
+    }).on('error', reject);
+  });
+  const answer = JSON.parse(body);
+  assert.equal(answer.mine, true, body);
+  assert.ok(pidsIn(r.stdout).app.slice(1).includes(answer.pid), 'one of the stack\'s workers runs it');
+  const s = spawnSync(process.execPath, [CLI, 'demo', '--stop', stop[2]], { encoding: 'utf8', cwd: dir });
+  assert.equal(s.status, 0, s.stderr);
+  assert.equal(fs.existsSync(stop[2]), false);
 });

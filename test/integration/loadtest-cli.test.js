@@ -192,3 +192,26 @@ test('the live rate on the progress bar is within 10% of the final rate (two gen
   assert.ok(live.length >= 4, `${live.length} progress reports`);
   assert.ok(Math.abs(last - res.reqPerSec) / res.reqPerSec <= 0.10, `live ${Math.round(last)} vs final ${Math.round(res.reqPerSec)} req/s`);
 });
+
+test('loadtest --app ./app.js: your app, relative to where you are, behind the local stack', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-app-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Each worker that loads it leaves a mark; every answer names its pid.
+  fs.writeFileSync(path.join(dir, 'app.js'), [
+    "require('node:fs').writeFileSync(require('node:path').join(__dirname, `loaded-${process.pid}`), '');",
+    "module.exports = (req, res) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ pid: process.pid })); };",
+    '',
+  ].join('\n'));
+  const json = path.join(dir, 'out.json');
+  const r = await runCommand(process.execPath, [CLI, 'loadtest', '--app', './app.js', '--duration', '1', '--connections', '4', '--json', json, '--no-progress'],
+    { cwd: dir, timeoutMs: 180000 });
+  assert.equal(r.code, 0, `exit ${r.code}\n${r.stderr}`);
+  const loaded = fs.readdirSync(dir).filter((f) => f.startsWith('loaded-')).map((f) => f.slice('loaded-'.length)).sort();
+  // The two workers, and the runner's spare (tunekit_app_spare_workers) that loads it too.
+  assert.ok(loaded.length >= 2, `the workers loaded ./app.js: ${loaded.join(' ')}`);
+  const [result] = JSON.parse(fs.readFileSync(json, 'utf8')).results;
+  assert.ok(result.requests.completed > 0);
+  assert.equal(result.requests.non2xx + result.requests.errors, 0);
+  const answered = Object.keys(result.workers.byPid);
+  assert.ok(answered.length > 0 && answered.every((pid) => loaded.includes(pid)), `answers from ${answered.join(' ')}, loaded in ${loaded.join(' ')}`);
+});

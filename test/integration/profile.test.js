@@ -55,7 +55,7 @@ test('an app burning CPU in hashPassword: app-bound, and the top symbols and the
   const svgDir = tmp(t);
   const svg = path.join(svgDir, 'flame.svg');
   const html = path.join(svgDir, 'report.html');
-  const r = await profile(t, ['--demo', '--duration', '1', '--connections', '10', '--module', CPU_APP, '--svg', svg, '--html', html]);
+  const r = await profile(t, ['--demo', '--duration', '1', '--connections', '10', '--app', CPU_APP, '--svg', svg, '--html', html]);
   assert.equal(r.code, 0, r.out);
   const res = r.doc.results;
   assert.equal(res.verdict.verdict, 'app-bound', r.out);
@@ -108,7 +108,7 @@ test('a Unix socket with a tiny accept queue under a burst: queue-bound, with th
     'set -e',
     'ip link set lo up',
     'sysctl -qw net.core.somaxconn=4',
-    `exec ${process.execPath} ${CLI} profile --demo --duration 1 --connections 200 --module ${CPU_APP} --json ${json}`,
+    `exec ${process.execPath} ${CLI} profile --demo --duration 1 --connections 200 --app ${CPU_APP} --json ${json}`,
   ].join('\n');
   const r = await runCommand('unshare', ['-n', 'sh', '-c', script], { cwd: ROOT, timeoutMs: 150000 });
   assert.equal(r.code, 0, r.out);

@@ -56,6 +56,25 @@ test('an unknown variable is refused with the closest known name', () => {
   );
 });
 
+test('a misspelt name says where it came from (the --set pair, or the vars file and line) and the closest known name', (t) => {
+  assert.throws(() => config.resolve({ set: ['tunekit_app_worker=3'] }), {
+    name: 'ConfigError',
+    message: 'unknown variable tunekit_app_worker (from --set tunekit_app_worker=3); did you mean tunekit_app_workers?',
+  });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-config-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'vars.yml');
+  fs.writeFileSync(file, '# my host\ntunekit_app_workers: 4\ntunekit_nginx_worker_conections: 2048\n');
+  assert.throws(() => config.resolve({ varsFiles: [file] }), {
+    name: 'ConfigError',
+    message: `unknown variable tunekit_nginx_worker_conections (from ${file} line 3); did you mean tunekit_nginx_worker_connections?`,
+  });
+  assert.throws(() => config.resolve({ set: ['nothing_like_it=1'] }), {
+    name: 'ConfigError',
+    message: 'unknown variable nothing_like_it (from --set nothing_like_it=1); the known ones are listed in docs/variables.md',
+  });
+});
+
 test('a socket path over the sun_path limit is refused with its length', () => {
   const dir = `/${'d'.repeat(110)}`;
   assert.throws(

@@ -80,8 +80,65 @@ test('a good set prints every file it wrote; unknown options and layers are usag
 
   const bad = tunekit(['render', '--out', out, '--layer', 'kernel']);
   assert.equal(bad.status, 2);
-  assert.match(bad.stderr, /unknown layer "kernel"; the layers are nginx, app, systemd, sysctl, pm2/);
+  assert.match(bad.stderr, /--layer kernel: expected one of nginx, app, systemd, sysctl, pm2; see tunekit render --help/);
   const noOut = tunekit(['render']);
   assert.equal(noOut.status, 2);
   assert.match(noOut.stderr, /--out DIR is required/);
+});
+
+// The numbered steps after the list: "N. text" lines, numbered from 1 without a gap.
+function steps(stdout) {
+  const [, after] = stdout.split('\nNext, as root on the host:\n');
+  assert.ok(after, `render ends with the next steps:\n${stdout}`);
+  const numbered = after.split('\n').filter((l) => /^ ?\d+\. /.test(l)).map((l) => Number(l.trim().split('.')[0]));
+  assert.deepEqual(numbered, numbered.map((_, i) => i + 1), after);
+  return after;
+}
+
+test('render ends with numbered steps for what it wrote: users and group, the runner, the files, sysctl, systemd, nginx', (t) => {
+  const out = path.join(tmpdir(t), 'tree');
+  const res = tunekit(['render', '--out', out, '--nginx-version', '1.24.0']);
+  assert.equal(res.status, 0, res.stderr);
+  const next = steps(res.stdout);
+  for (const line of [
+    'id -u tunekit >/dev/null 2>&1 || useradd --system --gid tunekit --no-create-home --shell /usr/sbin/nologin tunekit',
+    'usermod -aG tunekit www-data',
+    `mkdir -p /opt/tunekit-app && cp -r ${path.join(ROOT, 'app')} /opt/tunekit-app/`,
+    `cp -r ${out}/etc/. /etc/`,
+    'node bin/tunekit.js sysctl apply /etc/sysctl.d/60-tunekit.conf',
+    'systemctl daemon-reload && systemctl enable --now tunekit-app',
+    'nginx -t && systemctl restart nginx',
+  ]) assert.ok(next.split('\n').some((l) => l.trim() === line), `a step runs: ${line}\n${next}`);
+  assert.match(next, /the unit starts \/usr\/bin\/node \/opt\/tunekit-app\/app\/cluster\.js/);
+  assert.match(next, /to serve yours, render again with --set tunekit_app_module=/);
+  assert.match(next, /doctor audits every layer \(run npm ci in /);
+});
+
+test('the steps follow the values and the layers rendered', (t) => {
+  const dir = tmpdir(t);
+  const app = tunekit(['render', '--out', path.join(dir, 'a'), '--layer', 'app', '--layer', 'systemd', '--set', 'tunekit_app_name=shop',
+    '--set', 'tunekit_app_user=web', '--set', 'tunekit_app_module=/srv/shop/app.js', '--set', 'tunekit_upstream_kind=tcp']);
+  assert.equal(app.status, 0, app.stderr);
+  const next = steps(app.stdout);
+  assert.match(next, /useradd --system --gid tunekit --no-create-home --shell \/usr\/sbin\/nologin web/);
+  assert.match(next, /systemctl enable --now shop$/m);
+  assert.match(next, /mkdir -p \/opt\/shop && cp -r /);
+  assert.match(next, /It serves \/srv\/shop\/app\.js: the user web must be able to read it/);
+  assert.doesNotMatch(next, /usermod|nginx -t|sysctl apply/, 'no nginx, no socket group, no sysctl layer: no step for them');
+
+  const nginx = tunekit(['render', '--out', path.join(dir, 'n'), '--layer', 'nginx', '--nginx-version', '1.24.0', '--set', 'tunekit_nginx_listen_port=8080']);
+  assert.equal(nginx.status, 0, nginx.stderr);
+  const n = steps(nginx.stdout);
+  assert.match(n, /^ {5}nginx -t && systemctl reload nginx$/m, 'no LimitNOFILE drop-in rendered: a reload is enough');
+  assert.match(n, /curl -s http:\/\/127\.0\.0\.1:8080\//);
+  assert.doesNotMatch(n, /systemctl daemon-reload|useradd/);
+});
+
+test('render --check prints nothing when nginx -t passes', (t) => {
+  const out = path.join(tmpdir(t), 'tree');
+  const res = tunekit(['render', '--out', out, '--check']);
+  assert.equal(res.status, 0, res.stderr);
+  assert.equal(res.stdout, '');
+  assert.equal(res.stderr, '');
+  assert.ok(fs.existsSync(path.join(out, 'etc/nginx/nginx.conf')));
 });

@@ -69,7 +69,8 @@ const refusals = [
   [['--listen', 'tcp:localhost'], /--listen tcp:localhost: expected tcp:HOST:PORT/],
   [['--listen', 'unix:relative.sock'], /the socket path must be absolute/],
   [['--listen', 'fd:1'], /N >= 3/],
-  [['a.js', 'b.js'], /one MODULE at most, got 2/],
+  [['a.js', 'b.js'], /unexpected b\.js: tunekit run takes at most 1 argument/],
+  [['--strategy', 'random'], /--strategy random: expected one of shared, round-robin, per-worker; see tunekit run --help/],
   [['--bogus'], /Unknown option '--bogus'; see tunekit run --help/],
   [['--config', 'x.json', '--set', 'a=b'], /--config reads a rendered app.json; --vars and --set apply to the definition/],
 ];
@@ -83,7 +84,6 @@ for (const [argv, message] of refusals) {
 const typeRefusals = [
   [['--workers', 'two'], 'tunekit_app_workers=two (from --workers two) is not int 0..: expected a whole number, at least 0'],
   [['--workers', '-3'], 'tunekit_app_workers=-3 (from --workers -3) is not int 0..: expected a whole number, at least 0'],
-  [['--strategy', 'random'], 'tunekit_app_strategy=random (from --strategy random) is not enum shared | round-robin | per-worker: expected one of shared, round-robin, per-worker'],
   [['--socket-mode', 'rw-rw----'], 'tunekit_socket_mode=rw-rw---- (from --socket-mode rw-rw----) is not mode: expected an octal mode of four digits, e.g. "0660"'],
   [['--drain-timeout', 'soon'], 'tunekit_app_drain_timeout_s=soon (from --drain-timeout soon) is not int 1..: expected a whole number, at least 1'],
   [['--drain-timeout', '0'], 'tunekit_app_drain_timeout_s=0 (from --drain-timeout 0) is not int 1..: expected a whole number, at least 1'],
