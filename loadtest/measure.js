@@ -164,6 +164,8 @@ async function measure(target, o) {
     workers: assess(d.workers, appWorkers),
     // What only this driver reports (wrk: bytes read; h2load: the protocol).
     raw: d.raw || null,
+    // The target stopped answering mid-run and the generator stopped early.
+    stalled: d.stalled || null,
     warnings: [],
   };
   // A generator that got no response spun on errors: its CPU says nothing
@@ -172,6 +174,11 @@ async function measure(target, o) {
   if (server && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores) {
     result.warnings.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
       'absolute figures are from a shared machine; compare ratios from the same round');
+  }
+  if (result.stalled) {
+    const st = result.stalled;
+    result.warnings.push(`the target stopped answering ${st.lastResponseS.toFixed(1)} s into the run (${st.errors} errors and no response after that): ` +
+      `the run stopped at ${st.atS.toFixed(1)} s of ${o.duration}; the figures cover the time it answered and the stall`);
   }
   const r = result.requests;
   if (r.errors || r.timeouts || r.non2xx) {
