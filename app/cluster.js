@@ -637,4 +637,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { runPrimary, Primary, makeLogger, errorText, WORKER_ENTRY };
+module.exports = { runPrimary, Primary, makeLogger, errorText, WORKER_ENTRY, START_TIMEOUT_MS };

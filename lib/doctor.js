@@ -570,4 +570,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
+module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners, DEFAULT_APP_CONFIG };
