@@ -2,7 +2,7 @@
 // The app on this host, for `tunekit reload` and `tunekit logs`: found from its
 // app.json the way doctor finds it (the socket or port in its "listen", and the
 // processes listening there, from ss), then who runs it, read from /proc:
-//   - PM2: PM2's daemon ("PM2 vX: God Daemon (PM2_HOME)") holds the socket in
+//   - PM2: PM2's daemon ("PM2 vX: God Daemon ...") holds the socket in
 //     cluster mode; the app's name is the PM2 app whose TUNEKIT_CONFIG is this app.json;
 //   - systemd: the runner's primary is in a service's cgroup (/proc/PID/cgroup:
 //     ".../NAME.service"); the unit is that service, whatever its name;
@@ -18,7 +18,9 @@ const { ROOT } = require('./template');
 const { listeners, DEFAULT_APP_CONFIG } = require('./doctor');
 const { cmdline, childrenOf, RUNNER_CMD, WORKER_CMD } = require('./proc');
 
-const PM2_DAEMON = /^PM2 v[\d.]+: God Daemon \((.+)\)\s*$/;
+// PM2's daemon sets its title to "PM2 vX: God Daemon (PM2_HOME)", cut to the
+// length of its original command line, so PM2_HOME is read elsewhere (pm2Home()).
+const PM2_DAEMON = /^PM2 v[\d.]+: God/;
 
 /**
  * The system service a pid runs in, or null: its cgroup (v2, or v1's systemd
@@ -38,6 +40,28 @@ function serviceOf(pid, read = (f) => fs.readFileSync(f, 'utf8')) {
     if (unit) return unit[1];
   }
   return null;
+}
+
+/**
+ * The PM2_HOME of PM2's daemon `pid`: the directory of the pm2.log it holds
+ * open, else PM2_HOME in its environment, else its HOME's .pm2 (PM2's default).
+ */
+function pm2Home(pid) {
+  try {
+    for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+      let target = '';
+      try {
+        target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch { continue; }
+      if (target.startsWith('/') && path.basename(target) === 'pm2.log') return path.dirname(target);
+    }
+  } catch { /* below */ }
+  let env = {};
+  try {
+    env = Object.fromEntries(fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  } catch { /* unreadable */ }
+  return env.PM2_HOME || path.join(env.HOME || '/root', '.pm2');
 }
 
 /** Where a process's standard output goes when that is a regular file, else null. */
@@ -82,8 +106,7 @@ function find({ appConfig = DEFAULT_APP_CONFIG, live = listeners() } = {}) {
   const pids = [...new Set(found.flatMap((l) => l.pids))];
   const base = { appConfig, listen, settings };
   for (const pid of pids) {
-    const m = PM2_DAEMON.exec(cmdline(pid));
-    if (m) return { ...base, kind: 'pm2', pid, pm2Home: m[1] };
+    if (PM2_DAEMON.test(cmdline(pid))) return { ...base, kind: 'pm2', pid, pm2Home: pm2Home(pid) };
   }
   const primary = pids.find((p) => RUNNER_CMD.test(cmdline(p)));
   if (primary) {
@@ -164,4 +187,4 @@ function workersOf(pid) {
   return childrenOf(pid).filter((k) => WORKER_CMD.test(cmdline(k)));
 }
 
-module.exports = { find, locate, pm2Bin, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };
+module.exports = { find, locate, pm2Bin, pm2Home, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };

@@ -8,6 +8,7 @@
 // old one drains, so no request fails. Waits until every old worker is gone and
 // the app answers, then prints one line.
 
+const fs = require('node:fs');
 const http = require('node:http');
 const { spawnSync } = require('node:child_process');
 const { parseCommandLine, inputFile } = require('../../lib/args');
@@ -53,9 +54,32 @@ function answers(listen) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// The runner's "reload-failed" line written to its log file past `offset`, if any
+// (JSON or text lines both hold the event's name).
+function failedLine(file, offset) {
+  if (!file) return null;
+  let text = '';
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const buf = Buffer.alloc(Math.max(0, size - offset));
+      fs.readSync(fd, buf, 0, buf.length, offset);
+      text = buf.toString('utf8');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  return text.split('\n').find((l) => /\breload-failed\b/.test(l)) || null;
+}
+
 // Wait for the rolling restart of the runner `app.pid`: every worker it had is
-// gone, as many as it had before serve, and the app answers. Polls /proc.
-async function replaced(app, before) {
+// gone, as many as it had before serve, and the app answers. Polls /proc, and
+// the runner's log file when it has one (a new worker that cannot start is said
+// there at once; the old workers keep serving).
+async function replaced(app, before, logOffset) {
   const s = app.settings;
   // Past this a reload that has not replaced every worker is stuck: each worker
   // gets the runner's start timeout plus its drain and kill grace.
@@ -64,6 +88,8 @@ async function replaced(app, before) {
   const serving = Math.max(1, before.length - (s.spareWorkers || 0));
   for (;;) {
     if (!alive(app.pid)) return { error: `the runner (pid ${app.pid}) exited during the reload` };
+    const failed = failedLine(app.logFile, logOffset);
+    if (failed) return { error: `the rolling restart failed and the old workers keep serving; the runner logged: ${failed.trim()}` };
     const now = apphost.workersOf(app.pid);
     if (now.length >= serving && !now.some((p) => before.includes(p)) && (!app.listen.match(/^(unix|tcp):/) || await answers(app.listen))) return { now };
     if (Date.now() > deadline) {
@@ -98,6 +124,7 @@ async function main(argv) {
     return 0;
   }
   const before = apphost.workersOf(app.pid);
+  const logOffset = app.logFile ? fs.statSync(app.logFile).size : 0;
   if (c.signal) {
     process.kill(c.pid, c.signal);
   } else {
@@ -107,7 +134,7 @@ async function main(argv) {
       return 1;
     }
   }
-  const done = await replaced(app, before);
+  const done = await replaced(app, before, logOffset);
   if (done.error) {
     console.error(`tunekit reload: ${what}: ${done.error}`);
     return 1;

@@ -23,9 +23,9 @@ function tunekit(args) {
 }
 
 /** A runner writing its JSON log lines to <dir>/app.log, ready: { sock, cfg, log, pid }. */
-async function startByHand(t, dir) {
+async function startByHand(t, dir, settings = {}) {
   const sock = path.join(dir, 'app.sock');
-  const cfg = h.writeConfig(dir, { listen: `unix:${sock}` });
+  const cfg = h.writeConfig(dir, { listen: `unix:${sock}`, ...settings });
   const log = path.join(dir, 'app.log');
   const fd = fs.openSync(log, 'a');
   const child = spawn(process.execPath, [h.CLUSTER, '--config', cfg], { stdio: ['ignore', fd, fd] });
@@ -89,6 +89,23 @@ test('reload under load through the socket: 0 failed requests, every worker new,
   // -n N: the last N lines, as the file has them.
   const two = await tunekit(['logs', '--app-config', app.cfg, '-n', '2']);
   assert.equal(two.stdout, `${fs.readFileSync(app.log, 'utf8').trim().split('\n').slice(-2).join('\n')}\n`);
+});
+
+test('reload of code that no longer loads: the runner\'s reload-failed line at once, exit 1, the old workers still serve', async (t) => {
+  const dir = h.tmpDir(t);
+  const module = path.join(dir, 'app.js');
+  fs.writeFileSync(module, "module.exports = (req, res) => res.end('ok');\n");
+  // No spare: a spare forked from the broken code would count crashes too.
+  const app = await startByHand(t, dir, { module, spareWorkers: 0 });
+  const before = workersOf(app.pid);
+  fs.writeFileSync(module, "throw new Error('broken release');\n");
+  const r = await tunekit(['reload', '--app-config', app.cfg]);
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.stderr, new RegExp(`^tunekit reload: the runner started by hand \\(pid ${app.pid}\\): the rolling restart failed and the old workers keep serving; the runner logged: \\{.*"event":"reload-failed".*\\}\\n$`));
+  assert.deepEqual(workersOf(app.pid), before);
+  const res = await h.request(app.sock);
+  assert.equal(res.status, 200);
+  assert.equal(res.body, 'ok');
 });
 
 test('nothing to act on: one line saying where it looked and how to point it, exit 1', async (t) => {
