@@ -8,12 +8,15 @@
 //    every other figure a symptom: clients wait in the queue or are refused.
 // 2. proxy-bound: nginx's workers used at least PROXY_CORE_SHARE of a core each
 //    on average while the app's workers used less than that: the proxy saturates first.
-// 3. generator-bound: the profile sent the load itself (--demo) and its
-//    generator's busiest process used at least GENERATOR_LEAD times the CPU of
-//    the busiest server worker (nginx's or the app's, each below PROXY_CORE_SHARE):
-//    the client, not the server, sets the pace, so the server's samples say
-//    little about its limit. A ratio of measured shares, not a fixed level: on a
-//    machine shared with other work every process gets less CPU, the ratio stays.
+// 3. generator-bound: the profile sent the load itself (--demo), its
+//    generator's busiest process was busy (at least GENERATOR_BUSY of a core) and
+//    used at least GENERATOR_LEAD times the CPU of the busiest server worker
+//    (nginx's or the app's, each below PROXY_CORE_SHARE): the client, not the
+//    server, sets the pace, so the server's samples say little about its limit.
+//    Mostly a ratio of measured shares: on a machine shared with other work every
+//    process gets less CPU and the ratio stays. The floor keeps a starved machine
+//    (every process at a few % of a core, other tenants holding the cores) from
+//    passing for it: there the generator is no more the limit than the server.
 // 4. app-bound: JavaScript and GC hold at least APP_SHARE of the app workers'
 //    samples; the hottest JavaScript functions are named.
 // 5. transport-bound: the app workers' samples inside syscalls hold at least
@@ -26,6 +29,7 @@ const { CLIENT_BOUND_CORE_SHARE } = require('../measure');
 
 const PROXY_CORE_SHARE = 0.9;
 const GENERATOR_LEAD = 2;
+const GENERATOR_BUSY = 0.5;
 const APP_SHARE = 0.5;
 const TRANSPORT_SHARE = 0.5;
 
@@ -72,7 +76,7 @@ function rule({ queues = [], tcpDelta = {}, coreShare = {}, appShares = null, ap
     return { verdict: 'proxy-bound', evidence: [`nginx workers at ${pct(nginx)} of a core each, app workers at ${pct(app)}`] };
   }
   const server = Math.max(nginx, app);
-  if (generatorCore != null && server < PROXY_CORE_SHARE && generatorCore >= GENERATOR_LEAD * server) {
+  if (generatorCore != null && generatorCore >= GENERATOR_BUSY && server < PROXY_CORE_SHARE && generatorCore >= GENERATOR_LEAD * server) {
     return {
       verdict: 'generator-bound',
       evidence: [
@@ -105,4 +109,4 @@ function pct(x) {
   return `${(x * 100).toFixed(0)}%`;
 }
 
-module.exports = { decide, ADVICE, PROXY_CORE_SHARE, GENERATOR_LEAD, APP_SHARE, TRANSPORT_SHARE };
+module.exports = { decide, ADVICE, PROXY_CORE_SHARE, GENERATOR_LEAD, GENERATOR_BUSY, APP_SHARE, TRANSPORT_SHARE };
