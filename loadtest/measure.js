@@ -204,4 +204,4 @@ async function measure(target, o) {
   return result;
 }
 
-module.exports = { measure, clientWarnings, CLIENT_BOUND_CORE_SHARE };
+module.exports = { measure, clientWarnings, CLIENT_BOUND_CORE_SHARE, OTHER_LOAD_CORES };

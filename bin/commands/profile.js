@@ -145,6 +145,8 @@ async function profileDemo(opts, common) {
         errors: r.requests.errors + r.requests.timeouts + r.requests.non2xx,
         // The generator's busiest process, in cores (the verdict compares it with the server's workers).
         generatorCore: Math.max(...r.generator.perProcessCpuShare),
+        // Cores other processes kept busy meanwhile (other tenants of a shared machine).
+        machine: { cores: r.machine.cores, otherCores: r.machine.otherCores },
       };
     };
     const result = await profile({ groups, duration: common.duration, load, watch: watchList(stack), dir: common.dir });
@@ -202,6 +204,7 @@ async function main(argv) {
     r.verdict = decide({
       queues: r.queues, tcpDelta: r.tcpDelta, coreShare: r.coreShare, appShares: r.folded.app ? r.shares.app : null, appTop: r.top.app,
       generatorCore: r.phases.baseline ? r.phases.baseline.generatorCore : null,
+      machine: r.phases.baseline ? r.phases.baseline.machine : null,
     });
     const all = new Map([...r.stacks.app, ...r.stacks.nginx]);
     const svg = renderSvg(all, { title: `tunekit profile: ${r.verdict.verdict}` });

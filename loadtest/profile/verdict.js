@@ -25,7 +25,7 @@
 //
 // Each verdict comes with its advice: what to do about it.
 
-const { CLIENT_BOUND_CORE_SHARE } = require('../measure');
+const { CLIENT_BOUND_CORE_SHARE, OTHER_LOAD_CORES } = require('../measure');
 
 const PROXY_CORE_SHARE = 0.9;
 const GENERATOR_LEAD = 2;
@@ -51,6 +51,7 @@ const ADVICE = {
  * @param {{js:number, gc:number, syscall:number, native:number}} f.appShares  sample shares of the app workers
  * @param {{name:string, share:number, js:boolean}[]} f.appTop  the app workers' top symbols
  * @param {number|null} [f.generatorCore]  the load generator's busiest process, in cores (null: no load was sent)
+ * @param {{cores:number, otherCores:number|null}|null} [f.machine]  cores busy with neither side meanwhile (loadtest/measure.js)
  * @returns {{verdict:string, evidence:string[], advice:string}}
  */
 function decide(f) {
@@ -58,7 +59,7 @@ function decide(f) {
   return { ...v, advice: ADVICE[v.verdict] };
 }
 
-function rule({ queues = [], tcpDelta = {}, coreShare = {}, appShares = null, appTop = [], generatorCore = null }) {
+function rule({ queues = [], tcpDelta = {}, coreShare = {}, appShares = null, appTop = [], generatorCore = null, machine = null }) {
   const full = queues.filter((q) => q.sendQ > 0 && q.maxRecvQ >= q.sendQ);
   const overflows = (tcpDelta.ListenOverflows || 0) + (tcpDelta.ListenDrops || 0);
   if (full.length || overflows > 0) {
@@ -101,7 +102,11 @@ function rule({ queues = [], tcpDelta = {}, coreShare = {}, appShares = null, ap
   return {
     verdict: 'undetermined',
     evidence: [appShares ? `app samples: JavaScript ${pct(appShares.js)}, GC ${pct(appShares.gc)}, syscalls ${pct(appShares.syscall)}, other native ${pct(appShares.native)}` : 'no app samples',
-      `nginx workers at ${pct(nginx)} of a core each, app workers at ${pct(app)}${generatorCore != null ? `, the load generator at ${pct(generatorCore)}` : ''}`],
+      `nginx workers at ${pct(nginx)} of a core each, app workers at ${pct(app)}${generatorCore != null ? `, the load generator at ${pct(generatorCore)}` : ''}`,
+      // Nothing busy and the cores taken by others: the machine, not the stack, set the figures.
+      ...(machine && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores
+        ? [`other processes kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy meanwhile: on a machine this shared, run it again when it is quieter`] : []),
+    ],
   };
 }
 

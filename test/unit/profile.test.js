@@ -112,7 +112,12 @@ test('verdict: generator-bound when the generator out-works every server worker,
   // generator at 5%, other tenants holding the cores): the generator is no limit there.
   const starved = decide({ ...calm, coreShare: { nginx: 0, app: 0.02 }, appShares: { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 }, generatorCore: 0.05 });
   assert.equal(starved.verdict, 'app-bound');
-  assert.equal(decide({ ...calm, coreShare: { nginx: 0.1, app: 0.1 }, appShares: mixed, generatorCore: 0.49 }).verdict, 'undetermined');
+  // Nothing busy, the cores held by others (seen here: nginx 12%, app 9%, the generator 35%).
+  const busy = decide({ ...calm, coreShare: { nginx: 0.12, app: 0.09 }, appShares: mixed, generatorCore: 0.35, machine: { cores: 2, otherCores: 1.4 } });
+  assert.equal(busy.verdict, 'undetermined');
+  assert.deepEqual(busy.evidence.slice(1), ['nginx workers at 12% of a core each, app workers at 9%, the load generator at 35%',
+    'other processes kept 1.4 of 2 cores busy meanwhile: on a machine this shared, run it again when it is quieter']);
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.12, app: 0.09 }, appShares: mixed, generatorCore: 0.35, machine: { cores: 2, otherCores: 0.2 } }).evidence.length, 2);
   // A busy app worker (half the generator's CPU or more) is the server's limit to read.
   const jsHeavy = { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 };
   assert.equal(decide({ ...calm, coreShare: { nginx: 0.1, app: 0.5 }, appShares: jsHeavy, generatorCore: 0.98 }).verdict, 'app-bound');
