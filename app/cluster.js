@@ -207,4 +207,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { runPrimary, Primary, makeLogger, errorText: lifecycle.errorText, WORKER_ENTRY };
+module.exports = { runPrimary, Primary, makeLogger, errorText: lifecycle.errorText, WORKER_ENTRY, START_TIMEOUT_MS: lifecycle.START_TIMEOUT_MS };

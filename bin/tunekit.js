@@ -16,6 +16,8 @@ const COMMANDS = {
   doctor: 'audit a live host across layers',
   sysctl: 'apply a sysctl drop-in without lowering live values',
   profile: 'syscalls, perf samples, queues, flame graph, verdict',
+  reload: 'rolling restart of the app on this host (systemd, PM2 or by hand)',
+  logs: 'the app\'s log on this host (-n N, -f)',
 };
 
 function usage() {

@@ -6,6 +6,12 @@
 const fs = require('node:fs');
 const net = require('node:net');
 
+// The command lines of the kit's runner (its primary: app/cluster.js or
+// `bin/tunekit.js run`, `tunekit run`) and of its workers (app/worker.js), as
+// /proc shows them, with an absolute or a relative path.
+const RUNNER_CMD = /(?:^|[ /])(?:app\/cluster\.js|(?:bin\/)?tunekit(?:\.js)? run)(?: |$)/;
+const WORKER_CMD = /(?:^|[ /])app\/worker\.js(?: |$)/;
+
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -73,4 +79,4 @@ function signal(pid, sig) {
   }
 }
 
-module.exports = { freePort, readStat, alive, cmdline, childrenOf, readPid, signal };
+module.exports = { freePort, readStat, alive, cmdline, childrenOf, readPid, signal, RUNNER_CMD, WORKER_CMD };

@@ -14,6 +14,12 @@ const H = require('./histogram');
 
 const PID_KEY = Buffer.from('"pid":');
 
+// A target that has answered nothing for this long while every request errors
+// (refused, reset, timed out) has stopped: the generator stops early rather than
+// fill the rest of the run with errors. Long enough to ride out a restart that
+// refuses connections for a second or two.
+const STALL_S = 3;
+
 // Count every '"pid":N' in a chunk of response bytes (a chunk can hold more
 // than one small response, and the key never appears in the headers).
 function countPids(buf, byPid) {
@@ -40,6 +46,11 @@ function run(opts) {
   const count = (kind) => { kinds[kind] = (kinds[kind] || 0) + 1; };
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
+  const now = () => Number(process.hrtime.bigint() - t0) / 1e9;
+  // Seconds since the start of the last response, and errors since then.
+  let lastResponseS = 0;
+  let errorsSince = 0;
+  let stalled = null;
 
   const instance = autocannon({
     url: opts.url,
@@ -73,11 +84,14 @@ function run(opts) {
       sampled: counts.sampled,
       kinds,
       byPid,
+      stalled,
     }, () => process.exit(0));
   });
 
   instance.on('response', (client, statusCode, resBytes, responseTime) => {
     counts.responses++;
+    lastResponseS = now();
+    errorsSince = 0;
     if (statusCode >= 200 && statusCode < 300) {
       counts.ok++;
       H.recordMs(histogram, responseTime);
@@ -87,8 +101,18 @@ function run(opts) {
     }
   });
   // autocannon reports a timeout as an Error without a code.
-  instance.on('reqError', (err) => count(err.code || (/timed out/.test(err.message) ? 'timeout' : err.message)));
-  instance.on('tick', () => process.send({ type: 'tick', responses: counts.responses, elapsedS: Number(process.hrtime.bigint() - t0) / 1e9 }));
+  instance.on('reqError', (err) => {
+    errorsSince++;
+    count(err.code || (/timed out/.test(err.message) ? 'timeout' : err.message));
+  });
+  instance.on('tick', () => {
+    const t = now();
+    process.send({ type: 'tick', responses: counts.responses, elapsedS: t });
+    if (!stalled && errorsSince > 0 && t - lastResponseS >= STALL_S) {
+      stalled = { atS: t, lastResponseS, errors: errorsSince };
+      instance.stop();
+    }
+  });
 }
 
 if (require.main === module) {
@@ -97,4 +121,4 @@ if (require.main === module) {
   process.on('disconnect', () => process.exit(2));
 }
 
-module.exports = { countPids };
+module.exports = { countPids, STALL_S };

@@ -93,6 +93,9 @@ async function runAutocannon({ url, ca = null, socketPath = null, connections, d
       kinds: mergeKinds(parts.map((p) => p.kinds)),
     },
     histogram,
+    // A generator that stopped early because the target stopped answering
+    // (autocannon-child.js): the earliest such stop.
+    stalled: parts.map((p) => p.stalled).filter(Boolean).sort((a, b) => a.atS - b.atS)[0] || null,
     workers: workerShare ? mergeCounts(parts.map((p) => p.byPid), sum('sampled')) : null,
   };
 }

@@ -166,17 +166,24 @@ function toHtml(doc) {
   }
   body.push(htmlTable(['round', ...T.RESULT_HEAD], doc.results.map((r) => [r.round || '–', ...T.resultRow(r)])));
   if (warnings.length) body.push('<h2>Warnings</h2>', `<ul>${warnings.map((w) => `<li>${esc(w)}</li>`).join('')}</ul>`);
+  return page(`tunekit ${doc.kind} report`, body);
+}
+
+// A whole report page: the one style of every HTML report of the kit
+// (loadtest, bench, profile), inline, no scripts, no external URLs.
+function page(title, body) {
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tunekit ${esc(doc.kind)} report</title>
+<html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>
 <style>
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px}.meta{color:#555}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f2f2f2}svg{display:block;margin:8px 0}
+.verdict{font-size:16px;padding:8px 12px;background:#f6f8fa;border-left:4px solid #1f77b4}
 </style></head><body>
 ${body.join('\n')}
 </body></html>
 `;
 }
 
-module.exports = { toHtml, curveChart, barChart };
+module.exports = { toHtml, page, esc, htmlTable, curveChart, barChart };

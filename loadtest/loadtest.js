@@ -6,7 +6,7 @@
 // send), so the two p99s can be compared in one report.
 
 const { measure } = require('./measure');
-const { nginxTarget, remoteTarget, loadStack } = require('./targets');
+const { nginxTarget, remoteTarget, loadStack, probeTarget, PROBE_TIMEOUT_S } = require('./targets');
 
 async function runLoadtest(o) {
   const progress = o.progress;
@@ -16,6 +16,7 @@ async function runLoadtest(o) {
   try {
     if (o.url || o.socket) {
       target = remoteTarget({ url: o.url, socket: o.socket, errorLog: o.errorLog });
+      await probeTarget(target, Math.min(PROBE_TIMEOUT_S, o.timeoutS));
     } else {
       const { startStack } = loadStack();
       progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${o.workers} workers${o.https ? ', HTTPS' : ''})`);

@@ -139,6 +139,11 @@ function resultWarnings(result, o) {
     w.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
       'absolute figures are from a shared machine; compare ratios from the same round');
   }
+  if (result.stalled) {
+    const st = result.stalled;
+    w.push(`the target stopped answering ${st.lastResponseS.toFixed(1)} s into the run (${st.errors} errors and no response after that): ` +
+      `the run stopped at ${st.atS.toFixed(1)} s of ${o.duration}; the figures cover the time it answered and the stall`);
+  }
   const r = result.requests;
   if (r.errors || r.timeouts || r.non2xx) {
     const kinds = kindsText(r.kinds);
@@ -209,6 +214,8 @@ async function measure(target, o) {
     workers: assess(d.workers, appWorkers),
     // What only this driver reports (wrk: bytes read; h2load: the protocol).
     raw: d.raw || null,
+    // The target stopped answering mid-run and the generator stopped early.
+    stalled: d.stalled || null,
     warnings: [],
   };
   result.warnings.push(...resultWarnings(result, o));
@@ -217,4 +224,4 @@ async function measure(target, o) {
   return result;
 }
 
-module.exports = { measure, clientWarnings, CLIENT_BOUND_CORE_SHARE };
+module.exports = { measure, clientWarnings, CLIENT_BOUND_CORE_SHARE, OTHER_LOAD_CORES };

@@ -4,7 +4,16 @@
 // existing deployment given by --url / --socket (no local pids: server CPU is
 // not measured there).
 
+const http = require('node:http');
+const https = require('node:https');
 const { startStaticNginx } = require('./static-nginx');
+const { UsageError } = require('../lib/errors');
+const { ERROR_MEANING } = require('./format');
+
+// The longest the one request before a load waits for an answer (seconds): a
+// deployment that is up answers a single GET far sooner; one that is not
+// should not cost the user a whole run.
+const PROBE_TIMEOUT_S = 5;
 
 // The serving app workers of a stack: the runner's "ready" line lists them
 // (it also keeps an idle spare child, which must not count as unserved);
@@ -60,6 +69,48 @@ function remoteTarget({ url, socket, errorLog }) {
   };
 }
 
+// What to do about a target that did not answer the probe, by error code.
+function probeFix(target, code) {
+  if (target.socketPath) {
+    if (code === 'ENOENT') return 'start the app, or give the path it listens on (its app.json "listen")';
+    if (code === 'EACCES') return "run as a user in the socket's group, or as root";
+    if (code === 'ECONNREFUSED') return 'the socket file is stale: nothing accepts on it; start or restart the app';
+    return 'check that the app listens on this socket';
+  }
+  if (code === 'ECONNREFUSED') return 'nothing listens there: start the service, or fix the host and port in --url';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'the host name does not resolve: fix --url';
+  return 'check that the service is up and --url is right';
+}
+
+// One connect and one GET to a deployment before its load starts, so a closed
+// port or a missing socket is one line (exit 2) rather than a run of errors.
+// Any HTTP response counts as an answer: the run reports its status codes.
+function probeTarget(target, timeoutS = PROBE_TIMEOUT_S) {
+  const flag = target.socketPath ? `--socket ${target.socketPath}` : `--url ${target.url}`;
+  const url = new URL(target.url);
+  const client = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const fail = (code, detail) => reject(new UsageError(`${flag}: ${detail}; ${probeFix(target, code)}`));
+    // rejectUnauthorized false: the check is whether it answers, as the load
+    // will be; autocannon does not verify a deployment's certificate either
+    // (node_modules/autocannon/lib/httpClient.js).
+    const tls = url.protocol === 'https:' ? { rejectUnauthorized: false } : {};
+    const req = client.get(url, { ...tls, socketPath: target.socketPath || undefined, agent: false, timeout: timeoutS * 1000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+      res.on('error', () => resolve(res.statusCode));
+    });
+    req.on('timeout', () => {
+      req.destroy();
+      fail('timeout', `no response within ${timeoutS} s to one GET`);
+    });
+    req.on('error', (err) => {
+      // After a timeout the destroyed request errors too: the promise has settled already.
+      fail(err.code, `${err.code || err.message}${ERROR_MEANING[err.code] ? ` (${ERROR_MEANING[err.code]})` : ''}`);
+    });
+  });
+}
+
 async function staticTarget(name, stack) {
   const s = await startStaticNginx(stack);
   return {
@@ -87,4 +138,4 @@ function loadStack() {
   }
 }
 
-module.exports = { nginxTarget, directTarget, remoteTarget, staticTarget, loadStack };
+module.exports = { nginxTarget, directTarget, remoteTarget, staticTarget, loadStack, probeTarget, PROBE_TIMEOUT_S };

@@ -30,6 +30,13 @@ function finish(doc, o, text) {
     console.error(`tunekit: no successful response from ${why.join(', ')}; see the errors and warnings above`);
     return 1;
   }
+  const stalled = doc.results.filter((r) => r.stalled);
+  if (stalled.length) {
+    const { kindsText } = require('../../loadtest/format');
+    const why = stalled.map((r) => `${r.scenario} answered nothing after ${r.stalled.lastResponseS.toFixed(1)} s (${kindsText(r.requests.kinds)})`);
+    console.error(`tunekit: the target stopped answering mid-run: ${why.join(', ')}; the run stopped early. Check that it is still up (its logs, tunekit doctor)`);
+    return 1;
+  }
   return 0;
 }
 

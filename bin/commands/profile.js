@@ -31,8 +31,10 @@ const COMMAND = {
   about: 'Profile a live stack for --duration seconds per phase: req/s without a tracer, then perf record ' +
     '(cpu-clock, call stacks; JavaScript frames named through the workers\' perf map), then perf trace -s, then ' +
     'strace -c -f -w. Prints the syscalls per request of nginx\'s and the app\'s workers, each tracer\'s slowdown, ' +
-    'the top symbols, the accept queues and a verdict: queue-bound, proxy-bound, app-bound or transport-bound ' +
-    '(the rule: loadtest/profile/verdict.js).\n\n' +
+    'the top symbols, the accept queues and a verdict with its advice: queue-bound, proxy-bound, generator-bound ' +
+    '(--demo: the load generator, not the server, was the limit), app-bound, transport-bound or undetermined ' +
+    '(the rule: loadtest/profile/verdict.js). The flame graph of nginx\'s and the app\'s workers is written to an ' +
+    'SVG file whose name it prints.\n\n' +
     '--demo starts the kit\'s stack as `tunekit demo` does (workers with the perf map on), drives it through nginx ' +
     'on 127.0.0.1 and stops it. --pid / --unit attach to a running service of the kit\'s (the runner or an app ' +
     'worker, or an nginx master whose config tunekit rendered; anything else is refused); --app-config finds a ' +
@@ -50,7 +52,8 @@ const COMMAND = {
     profile: { type: 'string', value: 'NAME', choices: choices('tunekit_profile'), default: 'tuned', help: '--demo: the kit\'s settings or stock nginx/Node' },
     workers: { type: 'string', value: 'N', default: '2', help: '--demo: app workers' },
     app: { type: 'string', value: 'PATH', help: '--demo: your app, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
-    svg: { type: 'string', value: 'FILE', help: 'write the flame graph (SVG)' },
+    svg: { type: 'string', value: 'FILE', help: 'where to write the flame graph (SVG; default tunekit-profile-DATE-TIME.svg here)' },
+    'no-svg': { type: 'boolean', help: 'do not write the flame graph file' },
     json: { type: 'string', value: 'FILE', help: 'write the result as JSON' },
     md: { type: 'string', value: 'FILE', help: 'write a Markdown report' },
     html: { type: 'string', value: 'FILE', help: 'write an HTML report with the flame graph embedded' },
@@ -62,6 +65,12 @@ const COMMAND = {
   notes: 'Needs root (or perf_event_paranoid <= 1 and ptrace rights), perf (apt-get install -y linux-perf) ' +
     'and strace (apt-get install -y strace).',
 };
+
+// tunekit-profile-20261125-001500.svg: the flame graph's default name, in the current directory.
+function defaultSvgName(date) {
+  const t = date.toISOString().replace(/\.\d+Z$/, '').replace(/[-:]/g, '').replace('T', '-');
+  return `tunekit-profile-${t}.svg`;
+}
 
 function parse(argv) {
   return command.parse(COMMAND, argv).values;
@@ -105,7 +114,15 @@ async function profileDemo(opts, common) {
     const load = async (phase) => {
       console.log(`  ${phase}: ${connections} connections for ${common.duration} s ...`);
       const r = await measure(target, { mode: 'saturation', driver: 'autocannon', procs: 1, connections, duration: common.duration, timeoutS: 10 });
-      return { reqPerSec: r.reqPerSec, requests: r.requests.completed, errors: r.requests.errors + r.requests.timeouts + r.requests.non2xx };
+      return {
+        reqPerSec: r.reqPerSec,
+        requests: r.requests.completed,
+        errors: r.requests.errors + r.requests.timeouts + r.requests.non2xx,
+        // The generator's busiest process, in cores (the verdict compares it with the server's workers).
+        generatorCore: Math.max(...r.generator.perProcessCpuShare),
+        // Cores other processes kept busy meanwhile (other tenants of a shared machine).
+        machine: { cores: r.machine.cores, otherCores: r.machine.otherCores },
+      };
     };
     const result = await profile({ groups, duration: common.duration, load, watch: watchList(stack), dir: common.dir });
     const facts = await doctorLines(stack);
@@ -129,6 +146,7 @@ async function main(argv) {
   if (opts['nginx-conf'] && !opts['app-config']) throw new UsageError('--nginx-conf goes with --app-config; see tunekit profile --help');
   if (opts.app && !opts.demo) throw new UsageError('--app goes with --demo (a running service already serves its app); see tunekit profile --help');
   const live = opts.pid.length + opts.unit.length + (opts['app-config'] ? 1 : 0);
+  if (opts.svg && opts['no-svg']) throw new UsageError('--svg names the flame graph file, --no-svg skips it: give one of them; see tunekit profile --help');
   if (opts.demo === Boolean(live)) throw new UsageError('give either --demo, or --pid/--unit/--app-config; see tunekit profile --help');
   for (const name of ['app-config', 'nginx-conf']) if (opts[name]) inputFile(name, opts[name]);
   const duration = wholeNumber('duration', opts.duration, 1, 60);
@@ -159,23 +177,32 @@ async function main(argv) {
       run = { result, stack: { pids: groups.found.map((f) => `${f.kind} ${f.main}`) } };
     }
     const r = run.result;
-    r.verdict = decide({ queues: r.queues, tcpDelta: r.tcpDelta, coreShare: r.coreShare, appShares: r.folded.app ? r.shares.app : null, appTop: r.top.app });
+    r.verdict = decide({
+      queues: r.queues, tcpDelta: r.tcpDelta, coreShare: r.coreShare, appShares: r.folded.app ? r.shares.app : null, appTop: r.top.app,
+      generatorCore: r.phases.baseline ? r.phases.baseline.generatorCore : null,
+      machine: r.phases.baseline ? r.phases.baseline.machine : null,
+    });
     const all = new Map([...r.stacks.app, ...r.stacks.nginx]);
     const svg = renderSvg(all, { title: `tunekit profile: ${r.verdict.verdict}` });
-    if (opts.svg) {
-      writeFile(opts.svg, svg);
-      r.flameGraph = opts.svg;
+    // The flame graph is written unless --no-svg: to --svg, or to a new file
+    // named by the time in the current directory (one per run, none overwritten).
+    const svgFile = opts['no-svg'] ? null : opts.svg || defaultSvgName(new Date());
+    if (svgFile) {
+      writeFile(svgFile, svg);
+      r.flameGraph = svgFile;
     }
     const doc = document('profile', { command: `tunekit profile ${argv.join(' ')}`, options: { ...opts, duration }, stack: run.stack, results: r, warnings: r.warnings });
     if (opts.json) writeFile(opts.json, `${JSON.stringify(doc, null, 2)}\n`);
     if (opts.md) writeFile(opts.md, toMarkdown(doc));
     if (opts.html) writeFile(opts.html, toHtml(doc, svg));
     console.log(`\n${lines(r).join('\n')}`);
-    for (const f of [opts.svg, opts.json, opts.md, opts.html].filter(Boolean)) console.log(`wrote ${f}`);
+    if (svgFile) console.log(`flame graph: ${svgFile} (open it in a browser; --svg FILE names it, --no-svg skips it)`);
+    else console.log('flame graph: not written (--no-svg); --html FILE embeds it in the report');
+    for (const f of [opts.json, opts.md, opts.html].filter(Boolean)) console.log(`wrote ${f}`);
     return 0;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-module.exports = { main, parse, COMMAND };
+module.exports = { main, parse, COMMAND, defaultSvgName };

@@ -11,12 +11,10 @@
 
 const fs = require('node:fs');
 const { spawnSync } = require('node:child_process');
-const { cmdline, childrenOf, alive } = require('../../lib/proc');
+const { cmdline, childrenOf, alive, RUNNER_CMD: RUNNER, WORKER_CMD: WORKER } = require('../../lib/proc');
 const { ProfileError } = require('./run');
 
 const RENDERED_MARK = 'rendered by tunekit';
-const RUNNER = /(?:^|\/)app\/cluster\.js(?: |$)|(?:^|\/)bin\/tunekit\.js run(?: |$)/;
-const WORKER = /(?:^|\/)app\/worker\.js(?: |$)/;
 
 function nginxConf(cmd) {
   const m = / -c (\S+)/.exec(cmd);

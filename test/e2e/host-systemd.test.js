@@ -2,7 +2,7 @@
 // The host side on a booted systemd host (Debian 13 in systemd-nspawn, from
 // test/lib/nspawn.js): the rendered app unit starts as its own user; the socket
 // is tunekit:tunekit 0660 in a 0750 directory; /proc/<pid>/limits shows
-// LimitNOFILE; `systemctl reload` of the app and of nginx under GETs and POSTs
+// LimitNOFILE; `systemctl reload` (and `tunekit reload`) of the app and of nginx under GETs and POSTs
 // of 0..64 KB (test/faults/bodies.js against the hash app) fail no request and
 // lose, corrupt or repeat no body; with the .socket unit, `systemctl restart` under load loses no
 // connection attempt; `tunekit sysctl apply` in the container sets what its
@@ -181,8 +181,15 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     const started = Date.now();
     const load = sh(host, `node /opt/tunekit-app/test/faults/bodies.js http://127.0.0.1/ 120 12 ${seenDir} ${stopFile}`, 180_000);
     let workers = first.workers;
-    const reloadApp = async (n) => {
-      await sh(host, `systemctl reload ${unit}`);
+    // The second app reload is `tunekit reload`, as an operator runs it: it finds
+    // the unit from the runner's cgroup and runs systemctl reload.
+    const reloadApp = async (n, { viaTunekit = false } = {}) => {
+      if (viaTunekit) {
+        const out = await sh(host, `node /opt/tunekit-app/bin/tunekit.js reload --app-config ${vars.tunekit_app_config_path}`);
+        assert.match(out, new RegExp(`^tunekit reload: systemd unit ${unit.replace(/\./g, '\\.')} \\(main pid ${first.main}\\) reloaded: `));
+      } else {
+        await sh(host, `systemctl reload ${unit}`);
+      }
       const rolled = await until(`every worker to be replaced (reload ${n})`, async () => {
         const p = await appPids(host, unit);
         return p.workers.length >= 2 && p.workers.every((w) => !workers.includes(w)) ? p : false;
@@ -205,7 +212,7 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
       await flowing('after nginx reload 1');
       await sh(host, 'systemctl reload nginx');
       await flowing('after nginx reload 2');
-      await reloadApp(2);
+      await reloadApp(2, { viaTunekit: true });
       await flowing('after app reload 2');
     } finally {
       await sh(host, `touch ${stopFile}`);
@@ -215,6 +222,8 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     st.diagnostic(`${seconds} s: ${JSON.stringify(c)}`);
     bodies.assertWhole(c, 'systemctl reload');
     assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+    // `tunekit logs` reads the unit's journal: the runner's reload-done line is there.
+    assert.match(await sh(host, `node /opt/tunekit-app/bin/tunekit.js logs -n 200 --app-config ${vars.tunekit_app_config_path}`), /"event":"reload-done"/);
     const { buffered, other } = bodies.errorLines(await sh(host, `cat ${errorLogPath}`));
     assert.deepEqual(other, [], 'nginx logged nothing about the reloads');
     // tunekit doctor on the host, as an operator runs it after a deploy.
@@ -302,5 +311,7 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     assert.equal(await sh(host, `stat -c %i ${sock}`), inode);
     assert.equal(await sh(host, `curl -s -o /dev/null -w '%{http_code}' --max-time 30 --unix-socket ${sock} http://app/`), '200');
     assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+    // `tunekit logs` reads the unit's journal: the runner's reload-done line is there.
+    assert.match(await sh(host, `node /opt/tunekit-app/bin/tunekit.js logs -n 200 --app-config ${vars.tunekit_app_config_path}`), /"event":"reload-done"/);
   });
 });

@@ -31,7 +31,9 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
   : !NGINX ? 'nginx is not installed (apt-get install nginx)'
     : false;
 
-const { until } = require('../lib/util');
+const { until, runCommand } = require('../lib/util');
+
+const CLI = path.join(ROOT, 'bin/tunekit.js');
 const { freePort } = require('../../lib/proc');
 
 
@@ -147,8 +149,15 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
       // Each reload goes out once the load flows (a request a connection finished since the last one).
       await bodies.flowing(live, `before reload ${i}`, connections);
       // The second reload goes through the ecosystem file, whose stale-socket
-      // check must leave the live socket alone.
-      await pm2(ctx, ['reload', i === 2 ? ctx.eco : name]);
+      // check must leave the live socket alone; the third is `tunekit reload`,
+      // which finds PM2's daemon on the app.json's socket and runs pm2 reload.
+      if (i === 3) {
+        const r = await runCommand(process.execPath, [CLI, 'reload', '--app-config', ctx.pv.tunekit_app_config_path], { env: ctx.env, timeoutMs: 120000 });
+        assert.equal(r.code, 0, r.out);
+        assert.match(r.stdout, new RegExp(`^tunekit reload: PM2 app ${name} \\(PM2_HOME ${ctx.pm2Home}\\) reloaded \\(\\d+\\.\\d s\\)\\n$`));
+      } else {
+        await pm2(ctx, ['reload', i === 2 ? ctx.eco : name]);
+      }
       const after = (await jlist(ctx)).filter((p) => p.name === name);
       const now = after.map((p) => p.pid).sort();
       assert.equal(after.length, 2);
@@ -187,6 +196,11 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
     errorLogOther: other.length,
     doctorFails: fails,
   });
+
+  // `tunekit logs` shows PM2's log of the app: its workers' lines.
+  const logs = await runCommand(process.execPath, [CLI, 'logs', '--app-config', ctx.pv.tunekit_app_config_path, '-n', '5'], { env: ctx.env, timeoutMs: 60000 });
+  assert.equal(logs.code, 0, logs.out);
+  assert.match(logs.stdout, new RegExp(`${ctx.pm2Home}/logs/${name}-out`));
 
   await pm2(ctx, ['delete', name]);
   await until('pm2 delete to remove the socket', () => !fs.existsSync(sock), 15000);

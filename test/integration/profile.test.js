@@ -10,6 +10,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { runCommand } = require('../lib/util');
 const H = require('../fixtures/runner/harness');
+const { ADVICE } = require('../../loadtest/profile/verdict');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -24,7 +25,8 @@ function tmp(t) {
 async function profile(t, args, { env } = {}) {
   const dir = tmp(t);
   const json = path.join(dir, 'p.json');
-  const r = await runCommand(process.execPath, [CLI, 'profile', ...args, '--json', json], { cwd: ROOT, env, timeoutMs: 150000 });
+  // In a temp dir: the flame graph goes to the current directory unless --svg names it.
+  const r = await runCommand(process.execPath, [CLI, 'profile', ...args, '--json', json], { cwd: dir, env, timeoutMs: 150000 });
   return { ...r, json, dir, doc: fs.existsSync(json) ? JSON.parse(fs.readFileSync(json, 'utf8')) : null };
 }
 
@@ -79,6 +81,17 @@ test('stock vs tuned at saturation: stock\'s app workers accept4 and close per r
     const r = await profile(t, ['--demo', '--profile', p, '--duration', '1', '--connections', '20']);
     assert.equal(r.code, 0, r.out);
     runs[p] = r.doc.results.syscalls[r.doc.results.tracer].app;
+    // Without --svg the flame graph is written anyway, to a file it names in the current directory.
+    const flame = /^flame graph: (tunekit-profile-\d{8}-\d{6}\.svg) \(open it in a browser; --svg FILE names it, --no-svg skips it\)$/m.exec(r.stdout);
+    assert.ok(flame, r.out);
+    assert.match(fs.readFileSync(path.join(r.dir, flame[1]), 'utf8'), /^<svg xmlns/);
+    assert.equal(r.doc.results.flameGraph, flame[1]);
+    // A verdict, one of the known ones, and its advice. Which one depends on
+    // how this shared machine divides its cores (the rule is unit-tested on
+    // measured shares).
+    const v = new RegExp(`^verdict: (${Object.keys(ADVICE).join('|')})\n(  - .*\n)+  advice: (.*)$`, 'm').exec(r.stdout);
+    assert.ok(v, r.out);
+    assert.equal(v[3], ADVICE[v[1]]);
   }
   const per = (run, name) => (run.rows.find((x) => x.name === name) || { perUnit: 0 }).perUnit;
   const rows = ['accept4', 'close', 'read', 'writev'].map((n) => `${n.padEnd(8)} stock ${per(runs.stock, n).toFixed(2)}  tuned ${per(runs.tuned, n).toFixed(2)}`);
@@ -110,7 +123,7 @@ test('a Unix socket with a tiny accept queue under a burst: queue-bound, with th
     'sysctl -qw net.core.somaxconn=4',
     `exec ${process.execPath} ${CLI} profile --demo --duration 1 --connections 200 --app ${CPU_APP} --json ${json}`,
   ].join('\n');
-  const r = await runCommand('unshare', ['-n', 'sh', '-c', script], { cwd: ROOT, timeoutMs: 150000 });
+  const r = await runCommand('unshare', ['-n', 'sh', '-c', script], { cwd: dir, timeoutMs: 150000 });
   assert.equal(r.code, 0, r.out);
   const res = JSON.parse(fs.readFileSync(json, 'utf8')).results;
   assert.equal(res.verdict.verdict, 'queue-bound', r.out);

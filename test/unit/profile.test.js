@@ -8,7 +8,9 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const P = require('../../loadtest/profile/parse');
-const { decide } = require('../../loadtest/profile/verdict');
+const { decide, ADVICE } = require('../../loadtest/profile/verdict');
+const { toHtml, lines } = require('../../loadtest/profile/report');
+const { document } = require('../../loadtest/report');
 const { renderSvg } = require('../../loadtest/profile/flame');
 const { table, requireTools } = require('../../loadtest/profile/run');
 const { identify } = require('../../loadtest/profile/target');
@@ -92,6 +94,90 @@ test('verdict: the first rule that holds wins, in the documented order', () => {
   assert.equal(decide({ ...calm, appShares: { js: 0.3, gc: 0.1, syscall: 0.3, native: 0.3 } }).verdict, 'undetermined');
   // Recv-Q one below the backlog is not full.
   assert.equal(decide({ ...calm, queues: [{ local: '/s', recvQ: 0, sendQ: 4, maxRecvQ: 3 }], appShares: jsHeavy }).verdict, 'app-bound');
+});
+
+test('verdict: generator-bound when the generator out-works every server worker, from the measured CPU shares', () => {
+  const mixed = { js: 0.35, gc: 0.02, syscall: 0.25, native: 0.38 };
+  // The figures of a --demo run where nothing on the server side was busy:
+  // nginx's workers at 32% of a core, the app's at 20%, autocannon at 98%.
+  const g = decide({ ...calm, coreShare: { nginx: 0.32, app: 0.2 }, appShares: mixed, generatorCore: 0.98 });
+  assert.equal(g.verdict, 'generator-bound');
+  assert.deepEqual(g.evidence, ['the load generator\'s busiest process at 98% of a core (saturated); nginx workers at 32% of a core each, app workers at 20%: nothing on the server side is saturated']);
+  assert.match(g.advice, /--pid\/--unit\/--app-config while the load comes from another host/);
+  // The same run on a machine shared with other work: every share lower, the verdict holds.
+  const shared = decide({ ...calm, coreShare: { nginx: 0.2, app: 0.12 }, appShares: mixed, generatorCore: 0.6 });
+  assert.equal(shared.verdict, 'generator-bound');
+  assert.doesNotMatch(shared.evidence[0], /saturated\)/);
+  // A starved machine (seen here: a CPU-bound app's workers at 2% of a core, the
+  // generator at 5%, other tenants holding the cores): the generator is no limit there.
+  const starved = decide({ ...calm, coreShare: { nginx: 0, app: 0.02 }, appShares: { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 }, generatorCore: 0.05 });
+  assert.equal(starved.verdict, 'app-bound');
+  // Nothing busy, the cores held by others (seen here: nginx 12%, app 9%, the generator 35%).
+  const busy = decide({ ...calm, coreShare: { nginx: 0.12, app: 0.09 }, appShares: mixed, generatorCore: 0.35, machine: { cores: 2, otherCores: 1.4 } });
+  assert.equal(busy.verdict, 'undetermined');
+  assert.deepEqual(busy.evidence.slice(1), ['nginx workers at 12% of a core each, app workers at 9%, the load generator at 35%',
+    'other processes kept 1.4 of 2 cores busy meanwhile: on a machine this shared, run it again when it is quieter']);
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.12, app: 0.09 }, appShares: mixed, generatorCore: 0.35, machine: { cores: 2, otherCores: 0.2 } }).evidence.length, 2);
+  // A busy app worker (half the generator's CPU or more) is the server's limit to read.
+  const jsHeavy = { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 };
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.1, app: 0.5 }, appShares: jsHeavy, generatorCore: 0.98 }).verdict, 'app-bound');
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.1, app: 0.5 }, appShares: mixed, generatorCore: 0.98 }).verdict, 'undetermined');
+  // A saturated nginx is proxy-bound, whatever the generator did; a full queue beats both.
+  assert.equal(decide({ ...calm, coreShare: { nginx: 0.95, app: 0.2 }, appShares: mixed, generatorCore: 2 }).verdict, 'proxy-bound');
+  assert.equal(decide({ ...calm, tcpDelta: { ListenOverflows: 1, ListenDrops: 1 }, coreShare: { nginx: 0.1, app: 0.1 }, generatorCore: 1 }).verdict, 'queue-bound');
+  // No load sent (--pid, --unit, --app-config): no generator to blame.
+  const idle = decide({ ...calm, coreShare: { nginx: 0.01, app: 0.01 }, appShares: mixed });
+  assert.equal(idle.verdict, 'undetermined');
+  assert.deepEqual(idle.evidence[1], 'nginx workers at 1% of a core each, app workers at 1%');
+});
+
+test('verdict: every verdict carries its advice', () => {
+  const jsHeavy = { js: 0.8, gc: 0.05, syscall: 0.1, native: 0.05 };
+  const cases = [
+    { ...calm, tcpDelta: { ListenOverflows: 1, ListenDrops: 0 } },
+    { ...calm, coreShare: { nginx: 0.95, app: 0.2 } },
+    { ...calm, coreShare: { nginx: 0.2, app: 0.2 }, generatorCore: 0.9 },
+    { ...calm, appShares: jsHeavy },
+    { ...calm, appShares: { js: 0.2, gc: 0, syscall: 0.6, native: 0.2 } },
+    { ...calm, appShares: { js: 0.3, gc: 0.1, syscall: 0.3, native: 0.3 } },
+  ];
+  const verdicts = cases.map((c) => decide(c));
+  assert.deepEqual(verdicts.map((v) => v.verdict), Object.keys(ADVICE));
+  for (const v of verdicts) assert.equal(v.advice, ADVICE[v.verdict]);
+  assert.deepEqual(lines({ ...RESULT, verdict: verdicts[2] }).slice(0, 3), ['verdict: generator-bound', `  - ${verdicts[2].evidence[0]}`, `  advice: ${ADVICE['generator-bound']}`]);
+});
+
+// A profile result as profile() and the verdict make it (figures from a --demo run).
+const RESULT = {
+  verdict: decide({ ...calm, coreShare: { nginx: 0.32, app: 0.2 }, generatorCore: 0.98 }),
+  slowdown: { 'perf record': 1.1, 'perf trace': 0.29, strace: 0.33 },
+  tracer: 'strace',
+  syscalls: { strace: {
+    nginx: { per: 'request', totalCalls: 62336, perUnit: 5.29, rows: [{ name: 'writev', calls: 11780, perUnit: 1, timeShare: 0.2, usPerCall: 12.5 }] },
+    app: { per: 'request', totalCalls: 40000, perUnit: 3.4, rows: [{ name: 'read', calls: 11780, perUnit: 1, timeShare: 0.3, usPerCall: 8 }] },
+  } },
+  folded: { app: 120, nginx: 80 },
+  shares: { app: { js: 0.35, gc: 0.02, syscall: 0.25, native: 0.38 }, nginx: { js: 0, gc: 0, syscall: 0.6, native: 0.4 } },
+  top: { app: [{ name: 'handler <x> [js]', share: 0.2, js: true }], nginx: [{ name: '[unknown nginx]', share: 0.5, js: false }] },
+  queues: [{ local: '/run/app.sock', recvQ: 0, sendQ: 4096, maxRecvQ: 2 }],
+  tcpDelta: { ListenOverflows: 0, ListenDrops: 0 },
+  doctor: [],
+  warnings: ['a note'],
+};
+
+test('HTML report: the kit\'s report page, the verdict with its advice, tables, the flame graph embedded, text escaped', () => {
+  const doc = document('profile', { command: 'tunekit profile --demo', options: {}, results: RESULT });
+  const html = toHtml(doc, renderSvg(new Map([['app;handler [js]', 3]])));
+  // The loadtest report's page: its style sheet, no <pre> dump.
+  assert.match(html, /^<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>tunekit profile report<\/title>\n<style>\nbody\{font:14px/);
+  assert.doesNotMatch(html, /<pre>/);
+  assert.match(html, /<p class="verdict">verdict: <strong>generator-bound<\/strong><\/p>/);
+  assert.ok(html.includes(`<p><strong>advice:</strong> ${ADVICE['generator-bound']}</p>`));
+  assert.match(html, /<h2>Flame graph<\/h2>[\s\S]*<svg xmlns/);
+  assert.match(html, /<tr><td>nginx<\/td><td>writev<\/td><td>11780<\/td><td>1\.00<\/td><td>20\.0%<\/td><td>12\.5<\/td><\/tr>/);
+  assert.match(html, /<td>handler &lt;x&gt; \[js\]<\/td>/);
+  assert.match(html, /<tr><td>\/run\/app\.sock<\/td><td>2<\/td><td>4096<\/td><\/tr>/);
+  assert.match(html, /<h2>Notes<\/h2>\n<ul><li>a note<\/li><\/ul>/);
 });
 
 test('flame graph: an SVG whose boxes name the frames, widths by samples', () => {
