@@ -8,6 +8,7 @@
 //   stack.url                 http://127.0.0.1:PORT/
 //   stack.pids()              { nginx: [master, ...workers], app: [primary, ...workers] }
 //   await stack.stop()        nginx quits, the app drains, the temp dir goes
+//   await stack.appExited     { code, signal } of the runner's primary, once it exits
 //
 // Layout of the temp dir (DIR): the rendered tree (DIR/etc/nginx/..., DIR/etc/
 // tunekit-app/app.json), the socket in DIR/run/tunekit-app/, logs in
@@ -234,6 +235,7 @@ async function startStack({
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), STACK_PREFIX));
   const files = stackFiles(dir);
   let app = null;
+  let appExited = null;
   let nginx = null;
   let vars = null;
   let stopped = null;
@@ -274,6 +276,7 @@ async function startStack({
       detached,
     });
     fs.closeSync(appOut);
+    appExited = new Promise((resolve) => app.once('exit', (code, sig) => resolve({ code, signal: sig })));
     fs.writeFileSync(files.appPid, `${app.pid}\n`);
     const ready = await waitForReady(app, files, READY_TIMEOUT_MS);
 
@@ -309,6 +312,7 @@ async function startStack({
       appLogPath: files.appLog,
       vars,
       ready,
+      appExited, // resolves { code, signal } when the runner's primary exits
       pids() {
         const n = nginx && alive(nginx.pid) ? nginx.pid : null;
         const a = app && alive(app.pid) ? app.pid : null;
