@@ -67,7 +67,7 @@ const BENCH = {
   duration: { ...COMMON.duration, dflt: '8' },
   driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
   rounds: { type: 'string', conv: positiveInt, dflt: '3', help: 'A/B rounds (order rotated per round)' },
-  scenarios: { type: 'string', dflt: 'stock,tcp,uds,nginx-static,direct', help: 'comma-separated scenarios' },
+  scenarios: { type: 'string', dflt: 'stock,tcp,uds,sticky,nginx-static,direct', help: 'comma-separated scenarios' },
   'cpu-rate': { type: 'string', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
   warmup: { type: 'string', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
