@@ -24,4 +24,9 @@ module.exports = [
       'no-unused-vars': ['error', { args: 'none', caughtErrors: 'none' }],
     },
   },
+  {
+    // The Next.js app the frameworks test builds: ES modules with JSX, as Next compiles them.
+    files: ['test/fixtures/frameworks/next-app/**/*.js'],
+    languageOptions: { sourceType: 'module', parserOptions: { ecmaFeatures: { jsx: true } } },
+  },
 ];

@@ -8,6 +8,7 @@
 //   stack.url                 http://127.0.0.1:PORT/
 //   stack.pids()              { nginx: [master, ...workers], app: [primary, ...workers] }
 //   await stack.stop()        nginx quits, the app drains, the temp dir goes
+//   await stack.appExited     { code, signal } of the runner's primary, once it exits
 //
 // Layout of the temp dir (DIR): the rendered tree (DIR/etc/nginx/..., DIR/etc/
 // tunekit-app/app.json), the socket in DIR/run/tunekit-app/, logs in
@@ -240,6 +241,7 @@ async function startApp(procs, files, { env, detached }) {
     detached,
   });
   fs.closeSync(appOut);
+  procs.appExited = new Promise((resolve) => procs.app.once('exit', (code, sig) => resolve({ code, signal: sig })));
   fs.writeFileSync(files.appPid, `${procs.app.pid}\n`);
   return waitForReady(procs.app, files, READY_TIMEOUT_MS);
 }
@@ -328,6 +330,7 @@ async function startStack(o = {}) {
       appLogPath: files.appLog,
       vars,
       ready,
+      appExited: procs.appExited, // resolves { code, signal } when the runner's primary exits
       pids: () => stackPids(procs),
       stop,
     };

@@ -17,16 +17,27 @@ const SCENARIOS = {
   stock: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
   tcp: 'kit-tuned nginx → Node cluster over TCP, upstream keep-alive',
   uds: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
+  sticky: 'as uds, one socket per worker, each client kept on one worker (hash of address:port)',
   'nginx-static': 'nginx alone, `return 200`, same nginx.conf (ceiling)',
   direct: 'straight to the Node cluster, no nginx (ceiling)',
 };
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
-const RATIOS = [['uds', 'stock'], ['uds', 'tcp'], ['uds', 'direct'], ['tcp', 'stock']];
+const RATIOS = [['uds', 'stock'], ['uds', 'tcp'], ['uds', 'direct'], ['tcp', 'stock'], ['sticky', 'uds']];
 
 const STACKS = {
   stock: { upstream: 'tcp', profile: 'stock' },
   tcp: { upstream: 'tcp', profile: 'tuned' },
   uds: { upstream: 'uds', profile: 'tuned' },
+  // Stickiness (tunekit_nginx_upstream_sticky) over the per-worker sockets. Every
+  // connection of the generator comes from 127.0.0.1: with the default key
+  // ($remote_addr) they would all be one client on one worker. Hashing the client's
+  // address and port makes each connection stand for one client, as many clients
+  // from many addresses would.
+  sticky: {
+    upstream: 'per-worker',
+    profile: 'tuned',
+    set: ['tunekit_nginx_upstream_sticky=true', 'tunekit_nginx_upstream_sticky_key=$remote_addr:$remote_port'],
+  },
 };
 
 // Which stacks the chosen scenarios need. `direct` drives the app's UDS with
@@ -124,7 +135,8 @@ async function runBench(o) {
   try {
     for (const name of stacksFor(o.scenarios, o.driver)) {
       progress.note(`bench: starting the ${name} stack (${STACKS[name].profile}, ${STACKS[name].upstream})`);
-      const stack = await startStack({ ...STACKS[name], workers: o.workers, module: o.app || null, set: o.set, varsFiles: o.varsFiles, port: 0 });
+      const set = [...(STACKS[name].set || []), ...o.set];
+      const stack = await startStack({ ...STACKS[name], workers: o.workers, module: o.app || null, set, varsFiles: o.varsFiles, port: 0 });
       cleanups.push(() => stack.stop());
       stacks[name] = stack;
     }

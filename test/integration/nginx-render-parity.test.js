@@ -24,6 +24,7 @@ const SETS = {
   uds: { varsFiles: [], set: ['tunekit_nginx_version=1.18.0'] },
   tcp: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3101'] },
   per_worker: { varsFiles: [profile('small.yml')], set: ['tunekit_nginx_version=1.26.3', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] },
+  sticky: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=2', 'tunekit_nginx_upstream_sticky=true'] },
   stock: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.30.6', 'tunekit_app_tcp_host=::1'] },
   stock_old: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.18.0'] },
   large: { varsFiles: [profile('large.yml')], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_access_log=off', 'tunekit_nginx_listen_address=127.0.0.1'] },

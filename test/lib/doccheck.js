@@ -26,6 +26,7 @@ const EXEMPT = [
   [/^npm run bench\b|^node bin\/tunekit\.js bench(?! --help)/, 'minutes of load on every core (benchmarks are never run by tests)'],
   [/^npm run loadtest:(uds|tcp)\b/, 'ten seconds of load per stack: the same command with --duration 2 is run by test/integration/loadtest-cli.test.js'],
   [/^npm (ci|install)\b/, 'installs packages from the registry'],
+  [/^node test\/lib\/frameworks\.js build$/, 'installs the framework fixtures from the registry (about 400 MB, once): test/integration/frameworks.test.js runs the same install'],
   [/^(cd ansible && )?(\.\.\/\.venv\/bin\/)?ansible-playbook\b/, 'deploys over SSH to a host of your inventory: test/e2e/ansible-site.test.js runs the playbook on booted containers'],
   [/^cp examples\/inventory-one-host\.ini\b/, 'part of the Ansible deployment above (run from ansible/)'],
   [/^cd ansible$/, 'part of the Ansible deployment above'],

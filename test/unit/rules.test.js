@@ -35,6 +35,8 @@ const BREAK = {
   'socket-activation': { tunekit_systemd_socket_activation: true, tunekit_process_manager: 'pm2' },
   'server-name': { tunekit_nginx_default_server: false, tunekit_nginx_server_name: '_' },
   'stop-timeout': { tunekit_systemd_timeout_stop_s: 1 },
+  'upstream-sticky': { tunekit_nginx_upstream_sticky: true },
+  'upstream-sticky-key': { tunekit_nginx_upstream_sticky: true, tunekit_upstream_kind: 'per-worker', tunekit_app_workers: 2, tunekit_nginx_upstream_sticky_key: 'client' },
 };
 
 // The rules a live host has values for, and the doctor check that reports each
