@@ -24,8 +24,25 @@ const { makeLogger, formatFor } = require('./log');
 const { preflight } = require('./preflight');
 
 const WORKER_ENTRY = path.join(__dirname, 'worker.js');
-// A worker must report listening within this long, or it counts as a failed start.
-const START_TIMEOUT_MS = 30000;
+// A worker must report listening within settings.startTimeoutMs, or it is killed
+// as a failed start. This many failed starts in a row, with no worker started in
+// between, and the runner stops (exit 1): every new worker loads the same module.
+const START_TIMEOUT_LIMIT = 3;
+
+/** Why a worker did not start in time and what to do; `loaded`: it had asked for a listener. */
+function startTimeoutAdvice(ms, loaded) {
+  const name = `tunekit_app_start_timeout_ms (${ms} ms)`;
+  if (loaded) {
+    return {
+      reason: `the worker loaded the app module but did not listen within ${name}`,
+      fix: 'look for an error in the worker\'s log before this line; if the host is only slow, raise tunekit_app_start_timeout_ms',
+    };
+  }
+  return {
+    reason: `the app module (its top-level await or its factory) did not resolve within ${name}`,
+    fix: 'a factory must resolve to a handler or server; check for an await that never settles, e.g. a database connect; if it is only slow, raise tunekit_app_start_timeout_ms',
+  };
+}
 
 
 function errorText(error) {
@@ -64,6 +81,7 @@ class Primary {
     this.spareTimer = null;
     this.deaths = [];
     this.lastError = null;
+    this.startTimeouts = 0; // failed starts in a row (START_TIMEOUT_LIMIT)
     this.state = 'starting';
     this.everReady = false;
     this.reloading = false;
@@ -163,9 +181,14 @@ class Primary {
     info.exited = new Promise((resolve) => { info.resolveExit = resolve; });
     info.startTimer = setTimeout(() => {
       if (info.state !== 'starting') return;
-      this.log('error', 'worker-start-timeout', { worker: info.id, worker_pid: info.pid, ms: START_TIMEOUT_MS });
+      info.timedOut = true;
+      this.startTimeouts += 1;
+      this.log('error', 'worker-start-timeout', {
+        worker: info.id, worker_pid: info.pid, ms: this.s.startTimeoutMs, in_a_row: this.startTimeouts,
+        ...startTimeoutAdvice(this.s.startTimeoutMs, info.waiting),
+      });
       worker.process.kill('SIGKILL');
-    }, START_TIMEOUT_MS);
+    }, this.s.startTimeoutMs);
     info.startTimer.unref();
     this.infos.set(worker.id, info);
     worker.on('message', (msg) => {
@@ -200,6 +223,7 @@ class Primary {
     }
     if (msg.tunekit === MSG.LISTENING) {
       clearTimeout(info.startTimer);
+      this.startTimeouts = 0;
       if (info.state === 'starting') info.state = 'ready';
       try {
         this.adoptRoundRobinSocket(info);
@@ -288,6 +312,16 @@ class Primary {
     if (planned) {
       this.log('info', 'worker-exit', fields);
       if (this.state === 'stopping' && this.infos.size === 0) this.finish();
+      return;
+    }
+    if (info.timedOut && this.startTimeouts >= START_TIMEOUT_LIMIT) {
+      // Each new worker loads the same module and waits on the same thing: stop
+      // with the reason instead of killing and forking for ever.
+      const { reason, fix } = startTimeoutAdvice(this.s.startTimeoutMs, info.waiting);
+      const message = `${this.startTimeouts} workers in a row did not start: ${reason}; ${fix} (stopping; the app module is ${this.s.module || '(example app)'})`;
+      this.log('error', 'start-timeout-limit', { ...fields, in_a_row: this.startTimeouts, message });
+      process.stderr.write(`tunekit: ${message}\n`);
+      this.shutdown('start-timeout-limit', 1);
       return;
     }
     if (!this.everReady && info.error && info.error.where === 'load') {
