@@ -1,0 +1,73 @@
+'use strict';
+// Long-lived connections follow the runner's drain: on SIGTERM the app is told
+// (process event tunekit:drain) and ends what only it can end. An open WebSocket
+// gets a close frame with 1001 instead of a cut (1006); an endless SSE stream ends
+// cleanly, and the worker exits before its drain timeout instead of holding the
+// stop for all of it.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const WebSocket = require('ws');
+const h = require('../fixtures/runner/harness');
+
+const group = h.someGroup();
+const DRAIN_TIMEOUT_S = 10;
+
+function args(sock, extra = []) {
+  return ['--listen', `unix:${sock}`, '--workers', '1', '--socket-group', group.name, '--drain-timeout', String(DRAIN_TIMEOUT_S), ...extra];
+}
+
+test('SIGTERM with an open WebSocket: the client gets close code 1001, the worker exits without waiting out its drain', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const r = h.start(t, { args: [path.join(h.ROOT, 'examples/websocket.js'), ...args(sock)] });
+  await r.ready();
+  const ws = new WebSocket(`ws+unix://${sock}:/`);
+  t.after(() => ws.terminate());
+  const hello = await new Promise((resolve, reject) => {
+    ws.once('message', (data) => resolve(JSON.parse(data)));
+    ws.once('error', reject);
+  });
+  assert.ok(hello.hello > 0, 'the connection is open and served');
+  const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  r.signal('SIGTERM');
+  assert.deepEqual(await closed, { code: 1001, reason: 'server restarting' });
+  assert.deepEqual(await r.exited, { code: 0, signal: null });
+  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'no connection was left for the drain timeout to cut');
+});
+
+test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cleanly before the drain timeout', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const r = h.start(t, { args: args(sock) }); // the example app: GET /events
+  await r.ready();
+  let body = '';
+  const res = await new Promise((resolve, reject) => {
+    const req = http.get({ socketPath: sock, path: '/events', agent: false }, resolve);
+    req.on('error', reject);
+    t.after(() => req.destroy());
+  });
+  assert.equal(res.headers['content-type'], 'text/event-stream');
+  res.setEncoding('utf8');
+  const ended = new Promise((resolve, reject) => {
+    res.on('end', () => resolve('end'));
+    res.on('aborted', () => reject(new Error(`the stream was aborted; got: ${body}`)));
+    res.on('error', reject);
+  });
+  await new Promise((resolve) => {
+    res.on('data', (chunk) => {
+      body += chunk;
+      if (body.includes('event: tick')) resolve();
+    });
+  });
+  const signalled = Date.now();
+  r.signal('SIGTERM');
+  assert.equal(await ended, 'end', 'the response ended with its last chunk, not a reset');
+  const tookMs = Date.now() - signalled;
+  assert.match(body, /event: drain\n/, 'the app saw tunekit:drain and said so on the stream');
+  assert.ok(tookMs < DRAIN_TIMEOUT_S * 1000, `the stream ended ${tookMs} ms after SIGTERM, within the ${DRAIN_TIMEOUT_S} s drain timeout`);
+  assert.deepEqual(await r.exited, { code: 0, signal: null });
+  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'the worker exited before its drain timeout');
+});
