@@ -306,12 +306,14 @@ function drain() {
   });
   // Busy connections close after their current response (Connection: close).
   for (const socket of sockets) markClosing(socket);
+  // Upgraded connections wait for the app only if it listens; else they go with the idle ones.
+  const appCloses = process.listenerCount(DRAIN_EVENT) > 0;
   tellApp(settings.drainTimeoutMs);
   // Connections that stayed idle through a short grace get no further request from
   // a busy client: close them gently too.
   const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
   setTimeout(() => {
-    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING] && !socket[UPGRADED]) lingeringClose(socket);
+    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING] && !(socket[UPGRADED] && appCloses)) lingeringClose(socket);
   }, grace).unref();
   setTimeout(() => {
     const upgraded = [...sockets].filter((socket) => socket[UPGRADED]).length;

@@ -19,11 +19,8 @@ function args(sock, extra = []) {
   return ['--listen', `unix:${sock}`, '--workers', '1', '--socket-group', group.name, '--drain-timeout', String(DRAIN_TIMEOUT_S), ...extra];
 }
 
-test('SIGTERM with an open WebSocket: the client gets close code 1001, the worker exits without waiting out its drain', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const r = h.start(t, { args: [path.join(h.ROOT, 'examples/websocket.js'), ...args(sock)] });
-  await r.ready();
+/** An open WebSocket to the runner's socket, once its first message arrived. */
+async function openSocket(t, sock) {
   const ws = new WebSocket(`ws+unix://${sock}:/`);
   t.after(() => ws.terminate());
   const hello = await new Promise((resolve, reject) => {
@@ -31,6 +28,15 @@ test('SIGTERM with an open WebSocket: the client gets close code 1001, the worke
     ws.once('error', reject);
   });
   assert.ok(hello.hello > 0, 'the connection is open and served');
+  return ws;
+}
+
+test('SIGTERM with an open WebSocket: the client gets close code 1001, the worker exits without waiting out its drain', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const r = h.start(t, { args: [path.join(h.ROOT, 'examples/websocket.js'), ...args(sock)] });
+  await r.ready();
+  const ws = await openSocket(t, sock);
   const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
   r.signal('SIGTERM');
   assert.deepEqual(await closed, { code: 1001, reason: 'server restarting' });
@@ -70,4 +76,17 @@ test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cl
   assert.ok(tookMs < DRAIN_TIMEOUT_S * 1000, `the stream ended ${tookMs} ms after SIGTERM, within the ${DRAIN_TIMEOUT_S} s drain timeout`);
   assert.deepEqual(await r.exited, { code: 0, signal: null });
   assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'the worker exited before its drain timeout');
+});
+
+test('SIGTERM with an open WebSocket the app does not close: it goes with the idle connections, the drain is not held', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const r = h.start(t, { args: [path.join(h.FIXTURES, 'ws-no-drain.js'), ...args(sock)] });
+  await r.ready();
+  const ws = await openSocket(t, sock);
+  const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
+  r.signal('SIGTERM');
+  assert.equal(await closed, 1006, 'no close frame: the app was not listening for tunekit:drain');
+  assert.deepEqual(await r.exited, { code: 0, signal: null });
+  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'closed after the idle grace, not at the drain timeout');
 });
