@@ -19,6 +19,20 @@ function args(sock, extra = []) {
   return ['--listen', `unix:${sock}`, '--workers', '1', '--socket-group', group.name, '--drain-timeout', String(DRAIN_TIMEOUT_S), ...extra];
 }
 
+/** A runner on a socket in a temp dir, serving `module` ('' for the example app), once ready. */
+async function startApp(t, module) {
+  const sock = path.join(h.tmpDir(t), 'app.sock');
+  const r = h.start(t, { args: [...(module ? [module] : []), ...args(sock)] });
+  await r.ready();
+  return { r, sock };
+}
+
+/** Exit 0, and no connection was left for the worker's drain timeout to cut. */
+async function stoppedBeforeDrainTimeout(r) {
+  assert.deepEqual(await r.exited, { code: 0, signal: null });
+  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'the worker exited before its drain timeout');
+}
+
 /** An open WebSocket to the runner's socket, once its first message arrived. */
 async function openSocket(t, sock) {
   const ws = new WebSocket(`ws+unix://${sock}:/`);
@@ -32,23 +46,16 @@ async function openSocket(t, sock) {
 }
 
 test('SIGTERM with an open WebSocket: the client gets close code 1001, the worker exits without waiting out its drain', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const r = h.start(t, { args: [path.join(h.ROOT, 'examples/websocket.js'), ...args(sock)] });
-  await r.ready();
+  const { r, sock } = await startApp(t, path.join(h.ROOT, 'examples/websocket.js'));
   const ws = await openSocket(t, sock);
   const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
   r.signal('SIGTERM');
   assert.deepEqual(await closed, { code: 1001, reason: 'server restarting' });
-  assert.deepEqual(await r.exited, { code: 0, signal: null });
-  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'no connection was left for the drain timeout to cut');
+  await stoppedBeforeDrainTimeout(r);
 });
 
 test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cleanly before the drain timeout', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const r = h.start(t, { args: args(sock) }); // the example app: GET /events
-  await r.ready();
+  const { r, sock } = await startApp(t, ''); // the example app: GET /events
   let body = '';
   const res = await new Promise((resolve, reject) => {
     const req = http.get({ socketPath: sock, path: '/events', agent: false }, resolve);
@@ -74,19 +81,14 @@ test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cl
   const tookMs = Date.now() - signalled;
   assert.match(body, /event: drain\n/, 'the app saw tunekit:drain and said so on the stream');
   assert.ok(tookMs < DRAIN_TIMEOUT_S * 1000, `the stream ended ${tookMs} ms after SIGTERM, within the ${DRAIN_TIMEOUT_S} s drain timeout`);
-  assert.deepEqual(await r.exited, { code: 0, signal: null });
-  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'the worker exited before its drain timeout');
+  await stoppedBeforeDrainTimeout(r);
 });
 
 test('SIGTERM with an open WebSocket the app does not close: it goes with the idle connections, the drain is not held', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const r = h.start(t, { args: [path.join(h.FIXTURES, 'ws-no-drain.js'), ...args(sock)] });
-  await r.ready();
+  const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-no-drain.js'));
   const ws = await openSocket(t, sock);
   const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
   r.signal('SIGTERM');
   assert.equal(await closed, 1006, 'no close frame: the app was not listening for tunekit:drain');
-  assert.deepEqual(await r.exited, { code: 0, signal: null });
-  assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'closed after the idle grace, not at the drain timeout');
+  await stoppedBeforeDrainTimeout(r);
 });
