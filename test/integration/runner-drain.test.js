@@ -20,9 +20,9 @@ function args(sock, extra = []) {
 }
 
 /** A runner on a socket in a temp dir, serving `module` ('' for the example app), once ready. */
-async function startApp(t, module) {
+async function startApp(t, module, env = {}) {
   const sock = path.join(h.tmpDir(t), 'app.sock');
-  const r = h.start(t, { args: [...(module ? [module] : []), ...args(sock)] });
+  const r = h.start(t, { args: [...(module ? [module] : []), ...args(sock)], env });
   await r.ready();
   return { r, sock };
 }
@@ -85,10 +85,21 @@ test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cl
 });
 
 test('SIGTERM with an open WebSocket the app does not close: it goes with the idle connections, the drain is not held', async (t) => {
-  const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-no-drain.js'));
+  const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-app.js'));
   const ws = await openSocket(t, sock);
   const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
   r.signal('SIGTERM');
   assert.equal(await closed, 1006, 'no close frame: the app was not listening for tunekit:drain');
+  await stoppedBeforeDrainTimeout(r);
+});
+
+test('an app that closes its WebSockets a while after the drain starts: the drain leaves them to it, the client gets 1001', async (t) => {
+  // 1 s: past the drain's idle grace (at most 500 ms), when idle keep-alive
+  // connections are closed; an upgraded one must not be among them.
+  const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-app.js'), { WS_CLOSE_AFTER_MS: '1000' });
+  const ws = await openSocket(t, sock);
+  const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  r.signal('SIGTERM');
+  assert.deepEqual(await closed, { code: 1001, reason: 'closed after a flush' });
   await stoppedBeforeDrainTimeout(r);
 });
