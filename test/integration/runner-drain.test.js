@@ -3,7 +3,7 @@
 // (process event tunekit:drain) and ends what only it can end. An open WebSocket
 // gets a close frame with 1001 instead of a cut (1006); an endless SSE stream ends
 // cleanly, and the worker exits before its drain timeout instead of holding the
-// stop for all of it.
+// stop for all of it. A rolling restart (SIGHUP) drains the old workers the same way.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -33,7 +33,7 @@ async function stoppedBeforeDrainTimeout(r) {
   assert.equal(r.events.find((e) => e.event === 'worker-drain-timeout'), undefined, 'the worker exited before its drain timeout');
 }
 
-/** An open WebSocket to the runner's socket, once its first message arrived. */
+/** An open WebSocket to the runner's socket, once its first message (kept as .hello) arrived. */
 async function openSocket(t, sock) {
   const ws = new WebSocket(`ws+unix://${sock}:/`);
   t.after(() => ws.terminate());
@@ -42,6 +42,7 @@ async function openSocket(t, sock) {
     ws.once('error', reject);
   });
   assert.ok(hello.hello > 0, 'the connection is open and served');
+  ws.hello = hello;
   return ws;
 }
 
@@ -102,4 +103,15 @@ test('an app that closes its WebSockets a while after the drain starts: the drai
   r.signal('SIGTERM');
   assert.deepEqual(await closed, { code: 1001, reason: 'closed after a flush' });
   await stoppedBeforeDrainTimeout(r);
+});
+
+test('SIGHUP (rolling restart) with an open WebSocket: the old worker closes it with 1001, the new one takes the next', async (t) => {
+  const { r, sock } = await startApp(t, path.join(h.ROOT, 'examples/websocket.js'));
+  const ws = await openSocket(t, sock);
+  const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
+  r.signal('SIGHUP');
+  assert.equal(await closed, 1001);
+  const done = await r.waitFor('reload-done');
+  const again = await openSocket(t, sock);
+  assert.deepEqual([again.hello.hello], done.workers, 'the client reconnects to the worker that replaced the old one');
 });
