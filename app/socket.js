@@ -4,8 +4,8 @@
 //   check the path  → length, parent directory, what is already there
 //   bind            → umask around bind() so the mode is right from its first moment,
 //                     then chgrp; remember dev/ino
-//   hand the handle → to the workers (app/cluster.js); the primary never accepts on it
-//   check           → every socketCheckMs (app/cluster.js): is the path still our file?
+//   hand the handle → to the workers (app/lifecycle.js); the primary never accepts on it
+//   check           → every socketCheckMs (app/socket-watch.js): is the path still our file?
 //                     gone → bind again (bindAgain) and hand the new handle to new
 //                     workers; another file → leave it alone
 //   release         → unlink only if the inode at the path is still the one we bound

@@ -4,9 +4,11 @@
 // listening sockets' real accept queues (`ss`), process limits (/proc), the
 // socket's owner, mode and directories, and the app's live timeouts (GET /healthz
 // of the example app, else the runner's app.json) — and checks that the layers
-// agree (the cross-layer rules of ansible/roles/tunekit/templates/checks.j2).
-// Fix texts read the kit's definition (lib/config), so they name the values
-// tunekit would render.
+// agree. The rules that variables state (ansible/roles/tunekit/vars/rules.yml,
+// which `tunekit render` and the Ansible role refuse sets by) are evaluated over
+// the live values mapped onto their variables; a directive that is not set counts
+// at its upstream default, read from the definition. Fix texts read the kit's
+// definition (lib/config), so they name the values tunekit would render.
 //
 // gather(options) -> facts (I/O only); analyze(facts) -> findings (pure).
 // Each finding: { id, level: 'ok'|'warn'|'fail'|'skip', what, fix? }.
@@ -20,10 +22,9 @@ const nginxconf = require('./nginxconf');
 const { childrenOf } = require('./proc');
 const { findNginx } = require('./nginx');
 const config = require('./config');
+const rules = require('./config/rules');
+const { createEnv } = require('./template');
 const { UsageError } = require('./errors');
-
-const NGINX_UPSTREAM_KEEPALIVE_TIMEOUT_DEFAULT_S = 60;
-const LISTEN_BACKLOG_DEFAULT = 511;
 
 function readText(file) {
   try {
@@ -136,12 +137,10 @@ function healthz(socketPath, timeoutMs = 3000) {
   });
 }
 
-
-/** Read what runs. Options: nginxConf, nginxBin, appConfig, socket. */
+// The files doctor reads when no path is given.
 const DEFAULT_NGINX_CONF = '/etc/nginx/nginx.conf';
 const DEFAULT_APP_CONFIG = '/etc/tunekit-app/app.json';
 
-// The cause of a failed read, and what to do about it.
 // nginx's error log: the limits only its alerts show, once they were hit.
 const DEFAULT_NGINX_ERROR_LOG = '/var/log/nginx/error.log';
 const ERROR_LOG_TAIL = 256 * 1024;
@@ -187,6 +186,7 @@ function errorLogAlerts(file, now = Date.now()) {
   return out;
 }
 
+/** The cause of a failed read, and what to do about it. */
 function readFailure(file, err) {
   if (err.code === 'ENOENT') return `${file} does not exist`;
   if (err.code === 'EACCES') {
@@ -205,11 +205,8 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
   for (const [flag, file] of [['--nginx-conf', nginxConf], ['--app-config', appConfig], ['--socket', socket]]) {
     if (file && !fs.existsSync(file)) throw new UsageError(`${flag} ${file}: no such file; pass the path of the live file`);
   }
-  const explicitApp = Boolean(appConfig);
-  nginxConf = nginxConf || DEFAULT_NGINX_CONF;
-  appConfig = appConfig || DEFAULT_APP_CONFIG;
   const facts = {
-    read: [],
+    read: ['/proc/sys/net/core/somaxconn', '/proc/sys/fs/nr_open'],
     skipped: [],
     kernel: {
       somaxconn: readInt('/proc/sys/net/core/somaxconn'),
@@ -220,84 +217,17 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     sockets: [],
     errors: [],
   };
-  facts.read.push('/proc/sys/net/core/somaxconn', '/proc/sys/fs/nr_open');
-  const dump = fs.existsSync(nginxConf) ? spawnSync(nginxBin, ['-T', '-c', nginxConf], { encoding: 'utf8' }) : null;
-  if (!dump) {
-    facts.skipped.push({ layer: 'nginx', why: `${nginxConf} does not exist (pass --nginx-conf PATH)` });
-  } else if (dump.status !== 0) {
-    const why = dump.error ? `${nginxBin}: ${dump.error.code || dump.error.message}` : (dump.stderr || '').trim().split('\n').pop();
-    facts.errors.push(`nginx -T -c ${nginxConf} failed: ${why}`);
-    facts.skipped.push({ layer: 'nginx', why: 'nginx -T failed (see the read finding)' });
-  } else {
-    facts.read.push(`${nginxBin} -T -c ${nginxConf}`);
-    facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout));
-    const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
-    const master = pidText ? Number(pidText.trim()) : null;
-    if (master && fs.existsSync(`/proc/${master}`)) {
-      facts.nginx.masterPid = master;
-      facts.nginx.masterNofile = nofile(master);
-      facts.nginx.workerNofile = childrenOf(master).map(nofile).filter((n) => n != null);
-      facts.read.push(`/proc/${master}/limits (nginx master) and its workers'`);
-    } else {
-      facts.skipped.push({ layer: 'nginx processes', why: `no running nginx master (pid file ${facts.nginx.pidFile || 'not set'})` });
-    }
-  }
-  if (facts.nginx) {
-    facts.nginx.alerts = errorLogAlerts(facts.nginx.errorLog);
-    if (facts.nginx.alerts) facts.read.push(`${facts.nginx.errorLog} (the last ${ERROR_LOG_TAIL / 1024} KiB, lines of the last ${ERROR_LOG_HOURS} h)`);
-  }
-  const live = listeners();
-  facts.listeners = live;
+  gatherNginx(facts, nginxConf || DEFAULT_NGINX_CONF, nginxBin);
+  facts.listeners = listeners();
   facts.read.push('ss -l (listening sockets)');
-
-  let settings = null;
-  try {
-    settings = fs.readFileSync(appConfig, 'utf8');
-    facts.read.push(appConfig);
-  } catch (err) {
-    if (explicitApp || err.code !== 'ENOENT') facts.errors.push(readFailure(appConfig, err));
-    else facts.skipped.push({ layer: 'app.json', why: `${appConfig} does not exist (pass --app-config PATH)` });
-  }
-  let appSettings = null;
-  if (settings) {
-    try {
-      appSettings = JSON.parse(settings);
-    } catch (err) {
-      facts.errors.push(`${appConfig} is not JSON: ${err.message}`);
-    }
-  }
+  const appSettings = gatherAppSettings(facts, appConfig || DEFAULT_APP_CONFIG, Boolean(appConfig));
   const socketPaths = socket ? [socket]
     : facts.nginx ? facts.nginx.upstreams.flatMap((u) => u.servers.filter((s) => s.startsWith('unix:')).map((s) => s.slice(5)))
       : appSettings && appSettings.listen.startsWith('unix:') ? [appSettings.listen.slice(5)] : [];
   if (!socketPaths.length) facts.skipped.push({ layer: 'app socket', why: 'no unix: server in nginx\'s upstreams and no app.json naming one (pass --socket PATH)' });
   for (const p of [...new Set(socketPaths)]) {
     facts.read.push(`socket ${p}`);
-    const entry = { path: p, exists: false };
-    try {
-      const st = fs.statSync(p);
-      entry.exists = true;
-      entry.ino = st.ino;
-      entry.isSocket = st.isSocket();
-      entry.mode = st.mode & 0o777;
-      entry.group = accounts.groupName(st.gid);
-      const dst = fs.statSync(path.dirname(p));
-      entry.dirMode = dst.mode & 0o777;
-      entry.dirGroup = accounts.groupName(dst.gid);
-      if (facts.nginx && facts.nginx.user) entry.nginxAccess = access(p, facts.nginx.user);
-    } catch (err) {
-      entry.error = err.code;
-    }
-    // After the runner bound a deleted path again, its old socket still listens under
-    // the same name (the runner holds it): the one bound to the file at the path counts.
-    const l = live.find((x) => x.kind === 'unix' && x.local === p && (!entry.exists || x.ino == null || x.ino === entry.ino));
-    if (l) {
-      entry.backlog = l.backlog;
-      entry.queued = l.queued;
-      entry.pids = l.pids;
-      entry.stopped = stoppedOf(l.pids);
-      entry.nofile = [...new Set(l.pids)].map(nofile).filter((n) => n != null);
-    }
-    facts.sockets.push(entry);
+    facts.sockets.push(socketFacts(p, facts));
   }
   const first = facts.sockets.find((s) => s.exists && s.isSocket);
   const hz = first ? await healthz(first.path) : null;
@@ -308,6 +238,84 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     healthzError: hz && (hz.error || (hz.status !== 200 ? `HTTP ${hz.status}` : null)),
   };
   return facts;
+}
+
+/** nginx's effective config (`nginx -T`), its processes' limits and its error log's alerts, into facts.nginx. */
+function gatherNginx(facts, nginxConf, nginxBin) {
+  const dump = fs.existsSync(nginxConf) ? spawnSync(nginxBin, ['-T', '-c', nginxConf], { encoding: 'utf8' }) : null;
+  if (!dump) {
+    facts.skipped.push({ layer: 'nginx', why: `${nginxConf} does not exist (pass --nginx-conf PATH)` });
+    return;
+  }
+  if (dump.status !== 0) {
+    const why = dump.error ? `${nginxBin}: ${dump.error.code || dump.error.message}` : (dump.stderr || '').trim().split('\n').pop();
+    facts.errors.push(`nginx -T -c ${nginxConf} failed: ${why}`);
+    facts.skipped.push({ layer: 'nginx', why: 'nginx -T failed (see the read finding)' });
+    return;
+  }
+  facts.read.push(`${nginxBin} -T -c ${nginxConf}`);
+  facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout));
+  const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
+  const master = pidText ? Number(pidText.trim()) : null;
+  if (master && fs.existsSync(`/proc/${master}`)) {
+    facts.nginx.masterPid = master;
+    facts.nginx.masterNofile = nofile(master);
+    facts.nginx.workerNofile = childrenOf(master).map(nofile).filter((n) => n != null);
+    facts.read.push(`/proc/${master}/limits (nginx master) and its workers'`);
+  } else {
+    facts.skipped.push({ layer: 'nginx processes', why: `no running nginx master (pid file ${facts.nginx.pidFile || 'not set'})` });
+  }
+  facts.nginx.alerts = errorLogAlerts(facts.nginx.errorLog);
+  if (facts.nginx.alerts) facts.read.push(`${facts.nginx.errorLog} (the last ${ERROR_LOG_TAIL / 1024} KiB, lines of the last ${ERROR_LOG_HOURS} h)`);
+}
+
+/** The runner's app.json, parsed; null when it cannot be read (an error, or a skip for a default path that does not exist). */
+function gatherAppSettings(facts, appConfig, explicit) {
+  let text;
+  try {
+    text = fs.readFileSync(appConfig, 'utf8');
+    facts.read.push(appConfig);
+  } catch (err) {
+    if (explicit || err.code !== 'ENOENT') facts.errors.push(readFailure(appConfig, err));
+    else facts.skipped.push({ layer: 'app.json', why: `${appConfig} does not exist (pass --app-config PATH)` });
+    return null;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    facts.errors.push(`${appConfig} is not JSON: ${err.message}`);
+    return null;
+  }
+}
+
+/** One socket path: its file (stat, nginx's access) and the listener bound to it (ss, /proc). */
+function socketFacts(p, facts) {
+  const entry = { path: p, exists: false };
+  try {
+    const st = fs.statSync(p);
+    entry.exists = true;
+    entry.ino = st.ino;
+    entry.isSocket = st.isSocket();
+    entry.mode = st.mode & 0o777;
+    entry.group = accounts.groupName(st.gid);
+    const dst = fs.statSync(path.dirname(p));
+    entry.dirMode = dst.mode & 0o777;
+    entry.dirGroup = accounts.groupName(dst.gid);
+    if (facts.nginx && facts.nginx.user) entry.nginxAccess = access(p, facts.nginx.user);
+  } catch (err) {
+    entry.error = err.code;
+  }
+  // After the runner bound a deleted path again, its old socket still listens under
+  // the same name (the runner holds it): the one bound to the file at the path counts.
+  const l = facts.listeners.find((x) => x.kind === 'unix' && x.local === p && (!entry.exists || x.ino == null || x.ino === entry.ino));
+  if (l) {
+    entry.backlog = l.backlog;
+    entry.queued = l.queued;
+    entry.pids = l.pids;
+    entry.stopped = stoppedOf(l.pids);
+    entry.nofile = [...new Set(l.pids)].map(nofile).filter((n) => n != null);
+  }
+  return entry;
 }
 
 /**
@@ -333,9 +341,13 @@ function accessFailure(s, settings) {
   return [what, `add nginx's user to group ${s.group} and make the directory group-searchable`];
 }
 
-/** The parts of nginx's effective config the cross-layer rules need. */
+/**
+ * The parts of nginx's effective config the cross-layer rules need; a directive
+ * that is not set has nginx's default, as the definition states it.
+ */
 function describeNginx(parsed) {
   const { tree } = parsed;
+  const nginxDefault = (key) => rules.upstreamDefault(key);
   const { child, findAll, seconds } = nginxconf;
   const arg = (n) => (n ? n.args[0] : null);
   const http = child(tree, 'http');
@@ -345,7 +357,7 @@ function describeNginx(parsed) {
     servers: node.children.filter((c) => c.name === 'server').map((c) => c.args[0]),
     keepalive: child(node.children, 'keepalive') ? Number(arg(child(node.children, 'keepalive'))) : 0,
     keepaliveTimeoutS: child(node.children, 'keepalive_timeout')
-      ? seconds(arg(child(node.children, 'keepalive_timeout'))) : NGINX_UPSTREAM_KEEPALIVE_TIMEOUT_DEFAULT_S,
+      ? seconds(arg(child(node.children, 'keepalive_timeout'))) : nginxDefault('tunekit_nginx_upstream_keepalive_timeout_s'),
   }));
   const inherited = (ancestors, node, name) => {
     const own = child(node.children, name);
@@ -362,7 +374,7 @@ function describeNginx(parsed) {
     return {
       location: node.args.join(' '),
       proxyPass: arg(child(node.children, 'proxy_pass')),
-      httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || '1.0',
+      httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || String(nginxDefault('tunekit_nginx_proxy_http_version')),
       connectionHeader: connection ? connection.args[1] : null,
     };
   });
@@ -377,7 +389,8 @@ function describeNginx(parsed) {
   return {
     user: arg(child(tree, 'user')) || 'nobody',
     pidFile: arg(child(tree, 'pid')),
-    workerConnections: events && child(events.children, 'worker_connections') ? Number(arg(child(events.children, 'worker_connections'))) : 512,
+    workerConnections: events && child(events.children, 'worker_connections') ? Number(arg(child(events.children, 'worker_connections')))
+      : nginxDefault('tunekit_nginx_worker_connections'),
     workerRlimitNofile: child(tree, 'worker_rlimit_nofile') ? Number(arg(child(tree, 'worker_rlimit_nofile'))) : null,
     // The main error log (the first error_log of the main context; nginx's
     // compiled-in default otherwise).
@@ -390,169 +403,392 @@ function describeNginx(parsed) {
   };
 }
 
-/** The cross-layer rules over gathered facts. Pure: facts in, findings out. */
+// The checks. Each entry is one check: its id, what it reads from the facts, and
+// either `rule` — a cross-layer rule of ansible/roles/tunekit/vars/rules.yml
+// (the table `tunekit render` and the Ansible role refuse sets by), evaluated
+// over the live values mapped onto the rule's variables by `cases` — or `run`,
+// a check of the live host alone (no variable states it). A rule's finding says
+// where the values were read, then the rule's own refusal text.
+//
+// cases(facts, ctx) -> [{ vars, where, fix, ok?, note? }]: broken, a finding at
+//                      the rule's level; else the ok finding, if any
+// run(facts, ctx)   -> findings
+
+const octal = (m) => m.toString(8).padStart(4, '0');
+const existing = (facts) => facts.sockets.filter((s) => s.exists && s.isSocket);
+
+/** The app's live timeouts: from GET /healthz, else app.json; null when neither. */
+function appTimeouts(app) {
+  const hz = app && app.healthz;
+  if (hz && hz.keepAliveTimeout != null) return { keepAliveMs: hz.keepAliveTimeout, headersMs: hz.headersTimeout ?? null, from: 'live /healthz' };
+  if (app && app.settings) return { keepAliveMs: app.settings.keepAliveTimeoutMs, headersMs: app.settings.headersTimeoutMs ?? null, from: 'app.json' };
+  return null;
+}
+
+/** Each location that proxies, with the upstream block it proxies to (or null). */
+function proxied(nginx) {
+  return nginx.proxies.map((p) => ({
+    p,
+    up: nginx.upstreams.find((u) => p.proxyPass === `http://${u.name}` || p.proxyPass.startsWith(`http://${u.name}/`)) || null,
+  }));
+}
+
+/** A location's keep-alive settings as the rules' variables (unset: nginx's default, from the definition). */
+function poolVars(p, up, ctx) {
+  return {
+    tunekit_nginx_upstream_keepalive: up.keepalive,
+    tunekit_nginx_proxy_http_version: p.httpVersion,
+    tunekit_nginx_proxy_connection_default: p.connectionHeader ?? ctx.upstream('tunekit_nginx_proxy_connection_default'),
+  };
+}
+
+const CHECKS = [
+  {
+    id: 'read', reads: 'the files and commands that failed',
+    run: (facts, ctx) => (facts.errors || []).map((e) => ({ id: 'read', level: 'fail', what: e,
+      fix: /permission denied|EACCES/i.test(e) && !ctx.root ? 'run doctor as root' : 'point --nginx-conf / --app-config at the live files' })),
+  },
+  {
+    id: 'skipped', reads: 'the layers left out',
+    run: (facts) => (facts.skipped || []).map((s) => ({ id: 'skipped', level: 'skip', what: `${s.layer}: ${s.why}` })),
+  },
+  {
+    id: 'keepalive-pool', reads: "nginx's proxied locations and their upstream blocks",
+    run: keepalivePool,
+  },
+  {
+    id: 'keepalive-http', rule: 'keepalive-http', reads: 'proxy_http_version of each location proxying to an upstream block',
+    cases: (facts, ctx) => (facts.nginx ? proxied(facts.nginx) : []).filter(({ up }) => up).map(({ p, up }) => ({
+      vars: poolVars(p, up, ctx),
+      where: `location ${p.location}: proxy_http_version ${p.httpVersion}, upstream ${up.name} keepalive ${up.keepalive}`,
+      fix: 'set `proxy_http_version 1.1;`',
+    })),
+  },
+  {
+    id: 'keepalive-connection', rule: 'keepalive-connection', reads: 'the Connection header each location sends upstream',
+    // Reported once the location speaks HTTP/1.1 (keepalive-http first).
+    cases: (facts, ctx) => (facts.nginx ? proxied(facts.nginx) : [])
+      .filter(({ p, up }) => up && !ctx.broken('keepalive-http', poolVars(p, up, ctx)))
+      .map(({ p, up }) => ({
+        vars: poolVars(p, up, ctx),
+        where: p.connectionHeader == null ? `location ${p.location}: the Connection header is not set, so nginx sends its default, "close"`
+          : `location ${p.location}: Connection "${p.connectionHeader}"`,
+        fix: p.connectionHeader == null ? 'set `proxy_set_header Connection $connection_upgrade_or_empty;` from a map ($http_upgrade -> "upgrade", else "")'
+          : 'send "" (or "upgrade" for WebSockets, from a map)',
+      })),
+  },
+  {
+    id: 'keepalive-race', rule: 'keepalive-race', reads: "each pooled upstream's keepalive_timeout; the app's keepAliveTimeout (live /healthz, else app.json)",
+    cases: keepaliveRaceCases,
+  },
+  {
+    id: 'headers-timeout', rule: 'headers-timeout', reads: "the app's headersTimeout and keepAliveTimeout",
+    cases: (facts, ctx) => {
+      const t = appTimeouts(facts.app);
+      if (!facts.nginx || !t || t.headersMs == null) return [];
+      return [{
+        vars: { tunekit_app_headers_timeout_ms: t.headersMs, tunekit_app_keepalive_timeout_ms: t.keepAliveMs },
+        where: `app headersTimeout ${t.headersMs} ms, keepAliveTimeout ${t.keepAliveMs} ms (${t.from})`,
+        fix: `set headersTimeout = keepAliveTimeout + ${Number(ctx.def.tunekit_app_headers_timeout_ms) - Number(ctx.def.tunekit_app_keepalive_timeout_ms)} ms (as tunekit_app_headers_timeout_ms)`,
+      }];
+    },
+  },
+  {
+    id: 'upgrade-map', rule: 'keepalive-connection', reads: 'the map from $http_upgrade that sets the Connection header, with a keepalive pool',
+    cases: upgradeMapCases,
+  },
+  { id: 'upgrade-map', reads: 'the same map, with no keepalive pool', run: upgradeMapUnpooled },
+  {
+    id: 'keepalive-pool-size', rule: 'keepalive-pool-size', reads: "each upstream's keepalive; worker_connections",
+    cases: (facts) => (facts.nginx ? facts.nginx.upstreams : []).filter((u) => u.keepalive).map((u) => ({
+      vars: { tunekit_nginx_upstream_keepalive: u.keepalive, tunekit_nginx_worker_connections: facts.nginx.workerConnections },
+      where: `upstream ${u.name} keepalive ${u.keepalive}, worker_connections ${facts.nginx.workerConnections}`,
+      fix: `lower keepalive in upstream ${u.name} well below worker_connections`,
+    })),
+  },
+  {
+    id: 'backlog', rule: 'backlog', reads: "nginx's listen backlogs (unset: nginx's default); net.core.somaxconn",
+    cases: listenBacklogCases,
+  },
+  { id: 'backlog', reads: "nginx's listens that keep nginx's default backlog; net.core.somaxconn", run: listenBacklogIdle },
+  {
+    id: 'backlog', reads: "the app socket's live accept queue (ss)",
+    run: appSocketBacklog,
+  },
+  {
+    id: 'app-backlog', rule: 'app-backlog', reads: "app.json's backlog; net.core.somaxconn",
+    cases: (facts) => {
+      const asked = facts.app && facts.app.settings ? facts.app.settings.backlog : null;
+      if (asked == null || facts.kernel.somaxconn == null) return [];
+      return [{
+        vars: { tunekit_app_backlog: asked, tunekit_sysctl_net_core_somaxconn: facts.kernel.somaxconn },
+        where: `app.json backlog ${asked}, net.core.somaxconn ${facts.kernel.somaxconn}`,
+        fix: `raise net.core.somaxconn to ${asked} (tunekit's sysctl drop-in sets them together), or lower the app's backlog`,
+      }];
+    },
+  },
+  {
+    id: 'nofile', reads: "nginx's worker_rlimit_nofile and worker_connections; the running workers' limits (/proc)",
+    run: nginxNofile,
+  },
+  {
+    id: 'nofile', rule: 'nofile', reads: 'worker_rlimit_nofile and worker_connections',
+    cases: (facts) => {
+      const n = facts.nginx;
+      if (!n || n.workerRlimitNofile == null) return [];
+      const need = n.workerConnections * 2;
+      return [{
+        vars: { tunekit_nginx_worker_rlimit_nofile: n.workerRlimitNofile, tunekit_nginx_worker_connections: n.workerConnections },
+        where: `nginx worker_rlimit_nofile ${n.workerRlimitNofile}, worker_connections ${n.workerConnections}`,
+        fix: `set worker_rlimit_nofile ${need}`,
+        ok: `worker_rlimit_nofile ${n.workerRlimitNofile} >= 2 x worker_connections ${n.workerConnections}`,
+      }];
+    },
+  },
+  {
+    id: 'socket', reads: "the socket files nginx's upstreams name (stat)",
+    run: (facts) => facts.sockets.filter((s) => !(s.exists && s.isSocket)).map((s) => (s.exists
+      ? { id: 'socket', level: 'fail', what: `${s.path} is not a socket`, fix: 'remove the file that is in the way, then restart the app' }
+      : { id: 'socket', level: 'fail', what: `socket ${s.path} does not exist${s.error ? ` (${s.error})` : ''}`, fix: 'start the app; check `journalctl -u tunekit-app`' })),
+  },
+  {
+    id: 'socket-mode', rule: 'socket-mode', reads: "the socket's mode and group",
+    cases: (facts) => existing(facts).map((s) => ({
+      vars: { tunekit_socket_mode: octal(s.mode), tunekit_socket_group: s.group },
+      where: `socket ${s.path} is mode ${octal(s.mode)}, group ${s.group}${s.mode & 0o007 ? ': any local user may connect' : ''}`,
+      fix: 'use mode 0660 with a group nginx is in',
+      ok: `socket ${s.path} mode ${octal(s.mode)} group ${s.group}`,
+    })),
+  },
+  { id: 'socket-dir', reads: "the socket directory's mode", run: socketDir },
+  { id: 'socket-access', reads: "whether nginx's user may connect() to the socket", run: socketAccess },
+  { id: 'app-nofile', reads: "the app processes' open-files limits (/proc)", run: appNofile },
+  { id: 'worker-connections', reads: "nginx's error log", run: workerConnectionsAlert },
+  { id: 'nginx-rlimit', reads: "nginx's error log", run: nginxRlimitAlert },
+  { id: 'nginx-emfile', reads: "nginx's error log", run: nginxEmfileAlert },
+  { id: 'accept-queue', reads: "the app socket's queue (ss) and its processes' state", run: acceptQueue },
+  { id: 'socket-deleted', reads: 'sockets listening on a path whose file is gone', run: socketDeleted },
+  { id: 'socket-listener', reads: 'GET /healthz on the socket', run: socketListener },
+  {
+    id: 'app', reads: 'GET /healthz on the socket',
+    run: (facts) => (facts.app && facts.app.healthzError
+      ? [{ id: 'app', level: 'skip', what: `GET /healthz on the socket: ${facts.app.healthzError}; timeouts taken from app.json where available` }] : []),
+  },
+];
+
+/** The cross-layer checks over gathered facts. Pure: facts in, findings out. */
 function analyze(facts, def = config.resolve()) {
+  const table = new Map(rules.load().map((r) => [r.id, r]));
+  const env = createEnv();
+  const ctx = {
+    def,
+    root: !process.getuid || process.getuid() === 0,
+    upstream: (key) => rules.upstreamDefault(key),
+    broken: (id, vars) => rules.broken(table.get(id), vars, env),
+  };
   const out = [];
-  const add = (id, level, what, fix) => out.push({ id, level, what, ...(fix ? { fix } : {}) });
-  const root = !process.getuid || process.getuid() === 0;
-  for (const e of facts.errors || []) {
-    add('read', 'fail', e, /permission denied|EACCES/i.test(e) && !root ? 'run doctor as root' : 'point --nginx-conf / --app-config at the live files');
-  }
-  for (const s of facts.skipped || []) add('skipped', 'skip', `${s.layer}: ${s.why}`);
-  const { kernel, nginx, app } = facts;
-  const somaxconn = kernel.somaxconn;
-
-  if (nginx) {
-    // Upstream keep-alive and the 502 race.
-    const appKeepAlive = app && app.healthz && app.healthz.keepAliveTimeout != null ? { ms: app.healthz.keepAliveTimeout, from: 'live /healthz' }
-      : app && app.settings ? { ms: app.settings.keepAliveTimeoutMs, from: 'app.json' } : null;
-    const appHeaders = app && app.healthz && app.healthz.headersTimeout != null ? app.healthz.headersTimeout
-      : app && app.settings ? app.settings.headersTimeoutMs : null;
-    for (const p of nginx.proxies) {
-      const up = nginx.upstreams.find((u) => p.proxyPass === `http://${u.name}` || p.proxyPass.startsWith(`http://${u.name}/`));
-      if (!up) {
-        add('keepalive-pool', 'warn', `location ${p.location} proxies to ${p.proxyPass} directly: no upstream block, so no keep-alive pool; every request opens a new connection to the app`,
-          'proxy_pass to an upstream block with `keepalive N;` (tunekit render does)');
-        continue;
-      }
-      if (!up.keepalive) {
-        add('keepalive-pool', 'warn', `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`, `add \`keepalive ${def.tunekit_nginx_upstream_keepalive};\` to the upstream block (tunekit_nginx_upstream_keepalive)`);
-      } else if (p.httpVersion !== '1.1') {
-        add('keepalive-http', 'fail', `location ${p.location}: proxy_http_version ${p.httpVersion} closes every upstream connection, so upstream ${up.name}'s keepalive pool is never used`, 'set `proxy_http_version 1.1;`');
-      } else if (p.connectionHeader == null) {
-        add('keepalive-connection', 'fail', `location ${p.location}: the Connection header is not set, so nginx sends "Connection: close" upstream and the pool is never used`,
-          'set `proxy_set_header Connection $connection_upgrade_or_empty;` from a map ($http_upgrade -> "upgrade", else "")');
-      } else if (/^close$/i.test(p.connectionHeader)) {
-        add('keepalive-connection', 'fail', `location ${p.location}: Connection "close" defeats the keepalive pool`, 'send "" (or "upgrade" for WebSockets, from a map)');
-      } else {
-        add('keepalive-pool', 'ok', `location ${p.location} reuses upstream ${up.name} connections (keepalive ${up.keepalive}, HTTP/1.1, Connection ${JSON.stringify(p.connectionHeader)})`);
-      }
-      if (up.keepalive && appKeepAlive) {
-        const nginxMs = up.keepaliveTimeoutS * 1000;
-        if (appKeepAlive.ms <= nginxMs) {
-          add('keepalive-race', 'fail', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) is not longer than nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s: the app closes idle connections nginx may still reuse -> 502 for requests nginx does not retry (POST), logged as "upstream prematurely closed connection" or, on a Unix socket, "recv() failed (104: Connection reset by peer)"`,
-            `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + def.tunekit_app_keepalive_margin_s * 1000}: + tunekit_app_keepalive_margin_s), or lower nginx's keepalive_timeout`);
-        } else {
-          add('keepalive-race', 'ok', `app keepAliveTimeout ${appKeepAlive.ms} ms (${appKeepAlive.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`);
-        }
-      }
-    }
-    if (appHeaders != null && appKeepAlive && appHeaders <= appKeepAlive.ms) {
-      add('headers-timeout', 'fail', `app headersTimeout ${appHeaders} ms is not above keepAliveTimeout ${appKeepAlive.ms} ms`, `set headersTimeout = keepAliveTimeout + ${Number(def.tunekit_app_headers_timeout_ms) - Number(def.tunekit_app_keepalive_timeout_ms)} ms (as tunekit_app_headers_timeout_ms)`);
-    }
-    const wsMap = nginx.maps.find((m) => m.source === '$http_upgrade');
-    if (wsMap) {
-      const closes = wsMap.entries.some((e) => /^close$/i.test(e[e.length - 1]));
-      const pooled = nginx.upstreams.some((u) => u.keepalive);
-      if (closes) {
-        add('upgrade-map', pooled ? 'fail' : 'warn',
-          `map $http_upgrade ${wsMap.variable} sends "close" for plain requests${pooled ? ': that defeats the upstream keepalive pool' : ' (harmless only while there is no keepalive pool)'}`,
-          'map the default to "" instead of close');
-      } else {
-        add('upgrade-map', 'ok', `map $http_upgrade ${wsMap.variable} sends "upgrade" only when asked`);
-      }
-    }
-
-    // Backlogs and somaxconn.
-    for (const l of nginx.listens) {
-      const asked = l.backlog ?? LISTEN_BACKLOG_DEFAULT;
-      const liveQ = (facts.listeners || []).find((x) => x.kind === 'tcp' && (x.local === l.address || x.local.endsWith(`:${l.address.split(':').pop()}`)));
-      const eff = Math.min(asked, somaxconn);
-      if (asked > somaxconn) {
-        add('backlog', 'warn', `nginx listen ${l.address} asks backlog ${asked} but net.core.somaxconn is ${somaxconn}: the kernel clamps it to ${somaxconn}`, `raise net.core.somaxconn to ${asked} (tunekit's sysctl drop-in sets them together)`);
-      } else if (asked === LISTEN_BACKLOG_DEFAULT && somaxconn > LISTEN_BACKLOG_DEFAULT) {
-        add('backlog', 'warn', `nginx listen ${l.address} uses backlog ${asked} (nginx's default), so net.core.somaxconn ${somaxconn} buys nothing`, `add backlog=${somaxconn} to the listen directive`);
-      } else {
-        add('backlog', 'ok', `nginx listen ${l.address}: accept queue ${eff}${liveQ ? ` (live: ${liveQ.backlog})` : ''}`);
-      }
-    }
-    for (const s of facts.sockets) {
-      if (s.backlog == null) continue;
-      const asked = app && app.settings ? app.settings.backlog : null;
-      if (s.backlog < Math.min(somaxconn, 1024) && (asked == null || asked > s.backlog)) {
-        add('backlog', 'warn', `app socket ${s.path}: live accept queue ${s.backlog}, somaxconn ${somaxconn}`, 'pass the listen backlog the sysctl allows (tunekit_listen_backlog)');
-      } else {
-        add('backlog', 'ok', `app socket ${s.path}: live accept queue ${s.backlog} (somaxconn ${somaxconn})`);
-      }
-    }
-
-    // File descriptors.
-    const need = nginx.workerConnections * 2;
-    if (nginx.workerRlimitNofile == null) {
-      add('nofile', 'warn', `worker_rlimit_nofile is not set; workers inherit the service's limit`, `set worker_rlimit_nofile ${need} (2 x worker_connections ${nginx.workerConnections})`);
-    } else if (nginx.workerRlimitNofile < need) {
-      add('nofile', 'fail', `worker_rlimit_nofile ${nginx.workerRlimitNofile} < 2 x worker_connections ${nginx.workerConnections}`, `set worker_rlimit_nofile ${need}`);
-    } else {
-      add('nofile', 'ok', `worker_rlimit_nofile ${nginx.workerRlimitNofile} >= 2 x worker_connections ${nginx.workerConnections}`);
-    }
-    if (nginx.workerNofile && nginx.workerNofile.length) {
-      const low = Math.min(...nginx.workerNofile);
-      if (low < need) add('nofile', 'fail', `a running nginx worker has an open-files limit of ${low} < ${need}`, 'raise LimitNOFILE in nginx.service.d and worker_rlimit_nofile, then reload');
-      else add('nofile', 'ok', `running nginx workers may open ${low} files`);
-    }
-  }
-
-  // The socket: mode, group, directory, nginx's access.
-  for (const s of facts.sockets) {
-    if (!s.exists) {
-      add('socket', 'fail', `socket ${s.path} does not exist${s.error ? ` (${s.error})` : ''}`, 'start the app; check `journalctl -u tunekit-app`');
+  for (const check of CHECKS) {
+    if (check.run) {
+      out.push(...check.run(facts, ctx));
       continue;
     }
-    if (!s.isSocket) {
-      add('socket', 'fail', `${s.path} is not a socket`, 'remove the file that is in the way, then restart the app');
-      continue;
-    }
-    if (s.mode & 0o007) add('socket-mode', 'fail', `socket ${s.path} is mode ${s.mode.toString(8).padStart(4, '0')}: any local user may connect`, 'use mode 0660 with a group nginx is in');
-    else add('socket-mode', 'ok', `socket ${s.path} mode ${s.mode.toString(8).padStart(4, '0')} group ${s.group}`);
-    if (s.dirMode & 0o007) add('socket-dir', 'warn', `${path.dirname(s.path)} is mode ${s.dirMode.toString(8)}: others may search it`, 'use mode 0750 (RuntimeDirectoryMode)');
-    if (s.nginxAccess) {
-      if (s.nginxAccess.ok) add('socket-access', 'ok', `nginx's user may connect to ${s.path}`);
-      else add('socket-access', 'fail', ...accessFailure(s, app && app.settings));
-    }
-    if (s.nofile && s.nofile.length) {
-      const low = Math.min(...s.nofile);
-      if (low <= 1024) add('app-nofile', 'warn', `an app process on ${s.path} has an open-files limit of ${low}: near ${low} connections accept() fails with EMFILE, and the connections past it are closed unread (libuv's reserve descriptor; the worker logs open-files-limit when it reaches it); nginx answers 502 with "recv() failed (104: Connection reset by peer)"`, `set LimitNOFILE=${def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)`);
-      else add('app-nofile', 'ok', `app processes may open ${low} files`);
+    const rule = table.get(check.rule);
+    for (const c of check.cases(facts, ctx)) {
+      if (!rules.broken(rule, c.vars, env)) {
+        if (c.ok) out.push({ id: check.id, level: 'ok', what: c.ok });
+      } else {
+        out.push({ id: check.id, level: rule.level, what: `${c.where}: ${rules.says(rule, c.vars, env)}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
+      }
     }
   }
-  // What nginx's error log says it ran out of (no live check can see a past peak).
-  const alerts = nginx && nginx.alerts;
-  if (alerts && alerts['worker-connections']) {
-    const a = alerts['worker-connections'];
-    add('worker-connections', 'fail', `nginx ran out of connections ${a.count} time(s) in the last ${ERROR_LOG_HOURS} h: "${a.last}"; each worker holds a client connection and an upstream one per proxied request, so worker_connections ${nginx.workerConnections} serve about ${Math.floor(nginx.workerConnections / 2)} requests at once; past that nginx closes idle keep-alive connections, then stops accepting: new clients wait in the listen queue or are closed unanswered`,
-      `raise worker_connections (tunekit_nginx_worker_connections; ansible/profiles/large.yml has 16384), and worker_rlimit_nofile with it (the kit derives 2x)`);
-  }
-  if (alerts && alerts['nginx-rlimit']) {
-    add('nginx-rlimit', 'warn', `nginx could not raise its open-files limit (${alerts['nginx-rlimit'].count} time(s) in the last ${ERROR_LOG_HOURS} h): "${alerts['nginx-rlimit'].last}"; its workers run with the limit they inherited`,
-      'raise the hard limit nginx starts with: LimitNOFILE= in nginx.service (the kit renders a drop-in that covers worker_rlimit_nofile)');
-  }
-  if (alerts && alerts['nginx-emfile']) {
-    add('nginx-emfile', 'fail', `nginx ran out of file descriptors ${alerts['nginx-emfile'].count} time(s) in the last ${ERROR_LOG_HOURS} h: "${alerts['nginx-emfile'].last}"`,
-      'raise worker_rlimit_nofile (the kit derives 2 x worker_connections) and nginx.service\'s LimitNOFILE');
-  }
-  // A full accept queue: on a Unix socket connect() does not wait, it fails at once.
-  for (const s of facts.sockets) {
-    if (s.queued == null || s.backlog == null || s.queued <= s.backlog) continue;
-    const stopped = s.stopped && s.stopped.length ? `app processes ${s.stopped.join(', ')} are stopped (state T: SIGSTOP, a debugger)` : 'the app\'s workers are not accepting (a blocked event loop, or all busy)';
-    add('accept-queue', 'fail', `accept queue of ${s.path} is full (${s.queued} connections waiting, backlog ${s.backlog}): ${stopped}; nginx's connect() fails at once with "(11: Resource temporarily unavailable)" (EAGAIN; a Unix socket does not wait as TCP does): 502`,
-      s.stopped && s.stopped.length ? `resume them (kill -CONT ${s.stopped.join(' ')}) or restart the app; find what stopped them`
-        : 'find what blocks the workers (their CPU, a synchronous call); a larger backlog (tunekit_listen_backlog, up to net.core.somaxconn) only absorbs bursts');
-  }
-  // The socket file is gone but the app still listens on the (deleted) path.
-  for (const s of facts.sockets) {
-    if (!s.exists && s.pids && s.pids.length) {
-      add('socket-deleted', 'fail', `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
-        deletedSocketFix(app && app.settings));
-    }
-  }
-  // Nothing accepts on an existing socket: the app is stopped (a stale socket file).
-  const first = facts.sockets.find((s) => s.exists && s.isSocket);
-  if (first && app && app.healthzError === 'ECONNREFUSED') {
-    add('socket-listener', 'fail', `socket ${first.path} exists but nothing accepts on it (ECONNREFUSED): the app is not running; nginx answers 502 with "(111: Connection refused)"`,
-      'start the app (systemctl start tunekit-app); its runner replaces a socket file nobody listens on');
-  }
-  if (app && app.healthzError) add('app', 'skip', `GET /healthz on the socket: ${app.healthzError}; timeouts taken from app.json where available`);
   return out;
+}
+
+function keepalivePool(facts, ctx) {
+  if (!facts.nginx) return [];
+  return proxied(facts.nginx).flatMap(({ p, up }) => {
+    if (!up) {
+      return [{ id: 'keepalive-pool', level: 'warn', what: `location ${p.location} proxies to ${p.proxyPass} directly: no upstream block, so no keep-alive pool; every request opens a new connection to the app`,
+        fix: 'proxy_pass to an upstream block with `keepalive N;` (tunekit render does)' }];
+    }
+    if (!up.keepalive) {
+      return [{ id: 'keepalive-pool', level: 'warn', what: `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`,
+        fix: `add \`keepalive ${ctx.def.tunekit_nginx_upstream_keepalive};\` to the upstream block (tunekit_nginx_upstream_keepalive)` }];
+    }
+    const vars = poolVars(p, up, ctx);
+    if (ctx.broken('keepalive-http', vars) || ctx.broken('keepalive-connection', vars)) return [];
+    return [{ id: 'keepalive-pool', level: 'ok', what: `location ${p.location} reuses upstream ${up.name} connections (keepalive ${up.keepalive}, HTTP/1.1, Connection ${JSON.stringify(p.connectionHeader)})` }];
+  });
+}
+
+function keepaliveRaceCases(facts, ctx) {
+  const t = appTimeouts(facts.app);
+  if (!facts.nginx || !t) return [];
+  return proxied(facts.nginx).filter(({ up }) => up && up.keepalive).map(({ up }) => {
+    const nginxMs = up.keepaliveTimeoutS * 1000;
+    return {
+      vars: { tunekit_app_keepalive_timeout_ms: t.keepAliveMs, tunekit_nginx_upstream_keepalive_timeout_s: up.keepaliveTimeoutS },
+      where: `app keepAliveTimeout ${t.keepAliveMs} ms (${t.from}), nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s`,
+      note: 'nginx answers 502 to the requests it does not retry (POST); on a Unix socket it logs "recv() failed (104: Connection reset by peer)"',
+      fix: `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + ctx.def.tunekit_app_keepalive_margin_s * 1000}: + tunekit_app_keepalive_margin_s), or lower nginx's keepalive_timeout`,
+      ok: `app keepAliveTimeout ${t.keepAliveMs} ms (${t.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`,
+    };
+  });
+}
+
+// The map's value for plain requests is what tunekit_nginx_proxy_connection_default renders.
+function upgradeMap(facts) {
+  const wsMap = facts.nginx && facts.nginx.maps.find((m) => m.source === '$http_upgrade');
+  if (!wsMap) return null;
+  return {
+    wsMap,
+    closes: wsMap.entries.some((e) => /^close$/i.test(e[e.length - 1])),
+    pool: Math.max(0, ...facts.nginx.upstreams.map((u) => u.keepalive)),
+  };
+}
+
+function upgradeMapCases(facts) {
+  const m = upgradeMap(facts);
+  if (!m || (m.closes && !m.pool)) return [];
+  return [{
+    vars: { tunekit_nginx_upstream_keepalive: m.pool, tunekit_nginx_proxy_connection_default: m.closes ? 'close' : '' },
+    where: `map $http_upgrade ${m.wsMap.variable} sends "close" for plain requests`,
+    fix: 'map the default to "" instead of close',
+    ok: `map $http_upgrade ${m.wsMap.variable} sends "upgrade" only when asked`,
+  }];
+}
+
+function upgradeMapUnpooled(facts) {
+  const m = upgradeMap(facts);
+  if (!m || !m.closes || m.pool) return [];
+  return [{ id: 'upgrade-map', level: 'warn', what: `map $http_upgrade ${m.wsMap.variable} sends "close" for plain requests (harmless only while there is no keepalive pool)`,
+    fix: 'map the default to "" instead of close' }];
+}
+
+/** nginx's listen backlogs, unset ones at nginx's default (from the definition). */
+function listens(facts, ctx) {
+  const nginxDefault = ctx.upstream('tunekit_listen_backlog');
+  return (facts.nginx ? facts.nginx.listens : []).map((l) => ({
+    ...l, asked: l.backlog ?? nginxDefault, idle: (l.backlog ?? nginxDefault) === nginxDefault && facts.kernel.somaxconn > nginxDefault,
+  }));
+}
+
+function listenBacklogCases(facts, ctx) {
+  const somaxconn = facts.kernel.somaxconn;
+  return listens(facts, ctx).map((l) => {
+    const liveQ = (facts.listeners || []).find((x) => x.kind === 'tcp' && (x.local === l.address || x.local.endsWith(`:${l.address.split(':').pop()}`)));
+    return {
+      vars: { tunekit_listen_backlog: l.asked, tunekit_sysctl_net_core_somaxconn: somaxconn },
+      where: `nginx listen ${l.address} asks backlog ${l.asked}, net.core.somaxconn is ${somaxconn}`,
+      fix: `raise net.core.somaxconn to ${l.asked} (tunekit's sysctl drop-in sets them together)`,
+      ok: l.idle ? null : `nginx listen ${l.address}: accept queue ${Math.min(l.asked, somaxconn)}${liveQ ? ` (live: ${liveQ.backlog})` : ''}`,
+    };
+  });
+}
+
+// Not a broken rule: somaxconn was raised for nothing, the listen keeps nginx's default.
+function listenBacklogIdle(facts, ctx) {
+  return listens(facts, ctx).filter((l) => l.idle).map((l) => ({ id: 'backlog', level: 'warn',
+    what: `nginx listen ${l.address} uses backlog ${l.asked} (nginx's default), so net.core.somaxconn ${facts.kernel.somaxconn} buys nothing`,
+    fix: `add backlog=${facts.kernel.somaxconn} to the listen directive` }));
+}
+
+function appSocketBacklog(facts) {
+  if (!facts.nginx) return [];
+  const somaxconn = facts.kernel.somaxconn;
+  const asked = facts.app && facts.app.settings ? facts.app.settings.backlog : null;
+  return facts.sockets.filter((s) => s.backlog != null).map((s) => (s.backlog < Math.min(somaxconn, 1024) && (asked == null || asked > s.backlog)
+    ? { id: 'backlog', level: 'warn', what: `app socket ${s.path}: live accept queue ${s.backlog}, somaxconn ${somaxconn}`, fix: 'pass the listen backlog the sysctl allows (tunekit_listen_backlog)' }
+    : { id: 'backlog', level: 'ok', what: `app socket ${s.path}: live accept queue ${s.backlog} (somaxconn ${somaxconn})` }));
+}
+
+function nginxNofile(facts) {
+  const n = facts.nginx;
+  if (!n) return [];
+  const need = n.workerConnections * 2;
+  const out = [];
+  if (n.workerRlimitNofile == null) {
+    out.push({ id: 'nofile', level: 'warn', what: 'worker_rlimit_nofile is not set; workers inherit the service\'s limit', fix: `set worker_rlimit_nofile ${need} (2 x worker_connections ${n.workerConnections})` });
+  }
+  if (n.workerNofile && n.workerNofile.length) {
+    const low = Math.min(...n.workerNofile);
+    out.push(low < need
+      ? { id: 'nofile', level: 'fail', what: `a running nginx worker has an open-files limit of ${low} < ${need}`, fix: 'raise LimitNOFILE in nginx.service.d and worker_rlimit_nofile, then reload' }
+      : { id: 'nofile', level: 'ok', what: `running nginx workers may open ${low} files` });
+  }
+  return out;
+}
+
+function socketDir(facts) {
+  return existing(facts).filter((s) => s.dirMode & 0o007).map((s) => ({ id: 'socket-dir', level: 'warn',
+    what: `${path.dirname(s.path)} is mode ${s.dirMode.toString(8)}: others may search it`, fix: 'use mode 0750 (RuntimeDirectoryMode)' }));
+}
+
+function socketAccess(facts) {
+  return existing(facts).filter((s) => s.nginxAccess).map((s) => (s.nginxAccess.ok
+    ? { id: 'socket-access', level: 'ok', what: `nginx's user may connect to ${s.path}` }
+    : { id: 'socket-access', level: 'fail', ...failure(accessFailure(s, facts.app && facts.app.settings)) }));
+}
+
+const failure = ([what, fix]) => ({ what, fix });
+
+function appNofile(facts, ctx) {
+  return existing(facts).filter((s) => s.nofile && s.nofile.length).map((s) => {
+    const low = Math.min(...s.nofile);
+    return low <= 1024
+      ? { id: 'app-nofile', level: 'warn', what: `an app process on ${s.path} has an open-files limit of ${low}: near ${low} connections accept() fails with EMFILE, and the connections past it are closed unread (libuv's reserve descriptor; the worker logs open-files-limit when it reaches it); nginx answers 502 with "recv() failed (104: Connection reset by peer)"`,
+        fix: `set LimitNOFILE=${ctx.def.tunekit_app_limit_nofile} in the unit (tunekit_app_limit_nofile)` }
+      : { id: 'app-nofile', level: 'ok', what: `app processes may open ${low} files` };
+  });
+}
+
+// What nginx's error log says it ran out of (no live check can see a past peak).
+const alert = (facts, id) => facts.nginx && facts.nginx.alerts && facts.nginx.alerts[id];
+
+function workerConnectionsAlert(facts) {
+  const a = alert(facts, 'worker-connections');
+  const wc = a && facts.nginx.workerConnections;
+  return a ? [{ id: 'worker-connections', level: 'fail',
+    what: `nginx ran out of connections ${a.count} time(s) in the last ${ERROR_LOG_HOURS} h: "${a.last}"; each worker holds a client connection and an upstream one per proxied request, so worker_connections ${wc} serve about ${Math.floor(wc / 2)} requests at once; past that nginx closes idle keep-alive connections, then stops accepting: new clients wait in the listen queue or are closed unanswered`,
+    fix: 'raise worker_connections (tunekit_nginx_worker_connections; ansible/profiles/large.yml has 16384), and worker_rlimit_nofile with it (the kit derives 2x)' }] : [];
+}
+
+function nginxRlimitAlert(facts) {
+  const a = alert(facts, 'nginx-rlimit');
+  return a ? [{ id: 'nginx-rlimit', level: 'warn', what: `nginx could not raise its open-files limit (${a.count} time(s) in the last ${ERROR_LOG_HOURS} h): "${a.last}"; its workers run with the limit they inherited`,
+    fix: 'raise the hard limit nginx starts with: LimitNOFILE= in nginx.service (the kit renders a drop-in that covers worker_rlimit_nofile)' }] : [];
+}
+
+function nginxEmfileAlert(facts) {
+  const a = alert(facts, 'nginx-emfile');
+  return a ? [{ id: 'nginx-emfile', level: 'fail', what: `nginx ran out of file descriptors ${a.count} time(s) in the last ${ERROR_LOG_HOURS} h: "${a.last}"`,
+    fix: 'raise worker_rlimit_nofile (the kit derives 2 x worker_connections) and nginx.service\'s LimitNOFILE' }] : [];
+}
+
+// A full accept queue: on a Unix socket connect() does not wait, it fails at once.
+function acceptQueue(facts) {
+  return facts.sockets.filter((s) => s.queued != null && s.backlog != null && s.queued > s.backlog).map((s) => {
+    const stopped = s.stopped && s.stopped.length;
+    return { id: 'accept-queue', level: 'fail',
+      what: `accept queue of ${s.path} is full (${s.queued} connections waiting, backlog ${s.backlog}): ${stopped ? `app processes ${s.stopped.join(', ')} are stopped (state T: SIGSTOP, a debugger)` : 'the app\'s workers are not accepting (a blocked event loop, or all busy)'}; nginx's connect() fails at once with "(11: Resource temporarily unavailable)" (EAGAIN; a Unix socket does not wait as TCP does): 502`,
+      fix: stopped ? `resume them (kill -CONT ${s.stopped.join(' ')}) or restart the app; find what stopped them`
+        : 'find what blocks the workers (their CPU, a synchronous call); a larger backlog (tunekit_listen_backlog, up to net.core.somaxconn) only absorbs bursts' };
+  });
+}
+
+// The socket file is gone but the app still listens on the (deleted) path.
+function socketDeleted(facts) {
+  return facts.sockets.filter((s) => !s.exists && s.pids && s.pids.length).map((s) => ({ id: 'socket-deleted', level: 'fail',
+    what: `socket file ${s.path} was deleted while app processes (pids ${[...new Set(s.pids)].join(', ')}) still listen on it: nginx's connect() fails with "(2: No such file or directory)" for every new upstream connection (502)`,
+    fix: deletedSocketFix(facts.app && facts.app.settings) }));
+}
+
+// Nothing accepts on an existing socket: the app is stopped (a stale socket file).
+function socketListener(facts) {
+  const first = existing(facts)[0];
+  if (!first || !facts.app || facts.app.healthzError !== 'ECONNREFUSED') return [];
+  return [{ id: 'socket-listener', level: 'fail', what: `socket ${first.path} exists but nothing accepts on it (ECONNREFUSED): the app is not running; nginx answers 502 with "(111: Connection refused)"`,
+    fix: 'start the app (systemctl start tunekit-app); its runner replaces a socket file nobody listens on' }];
 }
 
 /** What to do about a deleted socket file: the runner binds it again, unless it cannot. */
@@ -570,4 +806,4 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
+module.exports = { CHECKS, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };

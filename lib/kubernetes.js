@@ -5,15 +5,17 @@
 //
 // The pod's nginx files and app.json are the host templates (the manifest of
 // lib/render.js), rendered with the pod's paths, port and worker counts
-// (podOverrides); the Kubernetes objects are the templates listed in
-// kubernetes/templates.yml. Everything is rendered in memory before a file is
-// written (lib/render.js writeAtomic).
+// (podOverrides: the `# Pod:` lines of the definition); the Kubernetes objects
+// are the templates listed in kubernetes/templates.yml. Everything is rendered
+// in memory before a file is written (lib/render.js writeAtomic).
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const config = require('./config');
+const types = require('./config/types');
+const { readDefinition, yamlScalar } = require('./config/definition');
 const { createEnv, ROOT } = require('./template');
 const renderer = require('./render');
 
@@ -31,27 +33,25 @@ function loadList() {
  * The host tunables the pod sets from its own (tunekit_k8s_*): paths into the
  * pod's volumes, nginx on the container port, logs to the container's
  * stdout/stderr, worker counts from the CPU limits, the socket's group the fsGroup.
+ * Each is the `# Pod:` line of the variable in the definition, its Jinja
+ * rendered against v (the values resolved before the pod's are applied). A
+ * rendered text stays text where the variable's type takes text (a group id
+ * as a group name), else it is read as YAML (a port, a worker count).
  */
 function podOverrides(v) {
-  return {
-    tunekit_nginx_host_mode: 'dedicated',
-    // The official image's user; nginx ignores the directive when not started as root.
-    tunekit_nginx_user: 'nginx',
-    tunekit_nginx_conf_dir: v.tunekit_k8s_nginx_conf_dir,
-    tunekit_nginx_include_dir: v.tunekit_k8s_nginx_conf_dir,
-    tunekit_nginx_pid_path: `${v.tunekit_k8s_run_dir}/nginx.pid`,
-    tunekit_nginx_temp_dir: v.tunekit_k8s_nginx_tmp_dir,
-    tunekit_nginx_access_log_path: '/dev/stdout',
-    tunekit_nginx_error_log_path: '/dev/stderr',
-    tunekit_nginx_listen_address: '',
-    tunekit_nginx_listen_port: v.tunekit_k8s_container_port,
-    tunekit_nginx_worker_processes: v.tunekit_k8s_nginx_workers,
-    tunekit_app_workers: v.tunekit_k8s_app_workers,
-    tunekit_socket_dir: v.tunekit_k8s_run_dir,
-    tunekit_socket_path: `${v.tunekit_k8s_run_dir}/app.sock`,
-    tunekit_socket_group: String(v.tunekit_k8s_socket_gid),
-    tunekit_app_config_path: `${v.tunekit_k8s_app_conf_dir}/app.json`,
-  };
+  const env = createEnv();
+  const typeOf = types.readTypes(config.defaultFiles());
+  const out = {};
+  for (const d of readDefinition().filter((x) => x.pod !== null)) {
+    const value = yamlScalar(d.pod);
+    if (typeof value !== 'string' || !value.includes('{{')) {
+      out[d.key] = value;
+      continue;
+    }
+    const text = env.renderString(value, v);
+    out[d.key] = types.mismatch(text, typeOf[d.key]) === null ? text : yamlScalar(text, `${d.key}'s # Pod: ${d.pod}`);
+  }
+  return out;
 }
 
 /** ConfigMap entries ({key, content}) from rendered host files, keyed by file name. */

@@ -42,4 +42,21 @@ function nginxVersion(bin = findNginx()) {
   return m ? m[1] : null;
 }
 
-module.exports = { findNginx, nginxBinary, nginxVersion, INSTALL_HINT };
+/**
+ * The OpenSSL an nginx runs with, "3.0.19", from `nginx -V`: "running with
+ * OpenSSL X" when the shared library differs from the one it was built with,
+ * else "built with OpenSSL X". null when it cannot be run or has no OpenSSL.
+ */
+function nginxOpenssl(bin = findNginx()) {
+  if (!bin) return null;
+  const r = spawnSync(bin, ['-V'], { encoding: 'utf8' });
+  return opensslOf(`${r.stdout || ''}${r.stderr || ''}`);
+}
+
+/** The running OpenSSL's version in `nginx -V` output (see nginxOpenssl), or null. */
+function opensslOf(text) {
+  const m = /running with OpenSSL (\d+\.\d+\.\d+)/.exec(text) || /built with OpenSSL (\d+\.\d+\.\d+)/.exec(text);
+  return m ? m[1] : null;
+}
+
+module.exports = { findNginx, nginxBinary, nginxVersion, nginxOpenssl, opensslOf, INSTALL_HINT };

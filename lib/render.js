@@ -10,7 +10,8 @@
 // prefix mode (`tunekit render --prefix`): the tree is made self-contained and
 // runnable by the user who renders it. File contents use paths under OUT (conf dir,
 // pid, logs, temp dirs, socket dir, app config), nginx's user and the socket group
-// become the caller's, and the runtime directories are created, so
+// become the caller's (or, with `nginxUser`, that user and its primary group, as on
+// a host), and the runtime directories are created, so
 // `nginx -t -c OUT/etc/nginx/nginx.conf` (and nginx itself) work without /etc.
 // Destinations are still computed from the host paths, so the files land at the
 // same places: OUT + /etc/nginx/nginx.conf.
@@ -21,6 +22,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { checkVars, requireNginxVersion } = require('./config');
+const { readDefinition } = require('./config/definition');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
 const { makeDirs } = require('./files');
@@ -29,23 +31,14 @@ const tls = require('./tls');
 
 const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
 
-// Absolute paths a prefixed tree moves under OUT. Derived ones (socket path,
-// include dir) are listed too: a user may have set them explicitly.
-const PREFIX_VARS = [
-  'tunekit_nginx_conf_dir',
-  'tunekit_nginx_include_dir',
-  'tunekit_nginx_pid_path',
-  'tunekit_nginx_temp_dir',
-  'tunekit_nginx_access_log_path',
-  'tunekit_nginx_error_log_path',
-  'tunekit_socket_dir',
-  'tunekit_socket_path',
-  'tunekit_app_config_path',
-  'tunekit_app_install_dir',
-  'tunekit_nginx_tls_certificate',
-  'tunekit_nginx_tls_certificate_key',
-  'tunekit_nginx_acme_webroot',
-];
+// Absolute paths a prefixed tree moves under OUT: the variables whose comment
+// block in the definition says `# Prefix: yes` (lib/config/definition.js).
+// Derived ones (socket path, include dir) are marked too: a user may have set
+// them explicitly. Read at each prefixed render (a few small files), so that
+// loading this module never fails on a definition being edited.
+function prefixKeys() {
+  return readDefinition().filter((d) => d.prefix).map((d) => d.key);
+}
 
 /** The manifest: [{src, dest, layer, mode, when_var?, when_equals?, validate?}]. */
 function loadManifest() {
@@ -75,13 +68,14 @@ function applies(entry, vars) {
 
 /**
  * The values a prefixed tree is rendered with: host paths moved under dir,
- * nginx's user and the socket group set to the caller's, checks run again
- * (a longer socket path may now exceed sun_path).
+ * nginx's user and the socket group set to the caller's (with nginxUser: that
+ * user, and its primary group for the socket), checks run again (a longer socket
+ * path may now exceed sun_path).
  */
-function prefixVars(vars, dir) {
+function prefixVars(vars, dir, { nginxUser = null } = {}) {
   const root = path.resolve(dir);
   const out = { ...vars };
-  for (const key of PREFIX_VARS) {
+  for (const key of prefixKeys()) {
     const value = vars[key];
     if (typeof value !== 'string' || !value) continue;
     if (!path.isAbsolute(value)) {
@@ -93,15 +87,21 @@ function prefixVars(vars, dir) {
   out.tunekit_nginx_host_mode = 'dedicated';
   const me = os.userInfo();
   const group = accounts.groupName(me.gid);
-  out.tunekit_nginx_user = me.username;
+  out.tunekit_nginx_user = nginxUser || me.username;
   out.tunekit_app_user = me.username;
   out.tunekit_app_group = group;
-  out.tunekit_socket_group = group;
+  out.tunekit_socket_group = nginxUser ? primaryGroup(nginxUser) : group;
   const problems = checkVars(out);
   if (problems.length) {
     throw new ConfigError(`inconsistent settings once prefixed with ${root}:\n  - ${problems.join('\n  - ')}`);
   }
   return out;
+}
+
+function primaryGroup(user) {
+  const u = accounts.users().get(user);
+  if (!u) throw new ConfigError(`nginx user ${user} does not exist on this machine: pass an existing unprivileged user (www-data, nobody)`);
+  return accounts.groupName(u.gid);
 }
 
 /** Directories a running prefixed tree needs (nginx does not create parents). */
@@ -202,11 +202,13 @@ function writeAtomic(file, content, mode) {
  * @param {string[]} [opts.layers]  only these layers
  * @param {object[]} [opts.manifest]  entries to render instead of the manifest file's
  * @param {'ec'|'rsa'} [opts.throwawayKey='ec']  key type of a throwaway certificate (prefixed TLS trees)
+ * @param {string|null} [opts.nginxUser]  prefixed trees: nginx's workers run as this user, the socket
+ *   in its primary group (default: the caller and its group)
  * @returns {{files: string[], dirs: string[], vars: object}} absolute paths written, the values used
  */
-function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec' } = {}) {
+function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null } = {}) {
   const root = path.resolve(outDir);
-  const contentVars = prefix ? prefixVars(vars, root) : vars;
+  const contentVars = prefix ? prefixVars(vars, root, { nginxUser }) : vars;
   const rendered = renderAll(vars, { contentVars, layers, manifest });
   const files = [];
   for (const r of rendered) {
@@ -268,7 +270,7 @@ function validate(vars, { layers = null } = {}) {
 
 module.exports = {
   MANIFEST,
-  PREFIX_VARS,
+  prefixKeys,
   loadManifest,
   applies,
   prefixVars,

@@ -156,62 +156,31 @@ async function waitForNginx(child, url, files, errorLog, timeoutMs, ca = null) {
 }
 
 /**
- * Rewrite a rendered tree so nginx's workers run as `user` and may reach the
- * socket through its group (mode tunekit_socket_mode), the layout a host has
- * (nginx's user in tunekit_socket_group).
+ * nginxUser's account, when its workers can run as it: nginx's `user NAME;` (the
+ * rendered nginx.conf) runs them in the group named NAME, and the render gives the
+ * socket the user's primary group, so the two must be one.
  */
-function workersAs(user, dir, vars) {
+function workerAccount(user) {
   const u = accounts.users().get(user);
   if (!u) throw new StackError(`nginxUser ${user} does not exist on this machine: pass an existing unprivileged user (www-data, nobody)`);
   const group = accounts.groupName(u.gid);
-  const conf = stackFiles(dir).nginxConf;
-  fs.writeFileSync(conf, fs.readFileSync(conf, 'utf8').replace(/^user [^;]+;/m, `user ${user} ${group};`));
-  const app = vars.tunekit_app_config_path;
-  fs.writeFileSync(app, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(app, 'utf8')), socketGroup: group }, null, 2)}\n`);
+  if (group !== user) {
+    throw new StackError(`nginxUser ${user}: its primary group is ${group}, but nginx's "user ${user};" runs the workers in the group named ${user}: pass a user whose primary group has its name (www-data)`);
+  }
+  return u;
+}
+
+/**
+ * The filesystem side of nginxUser (the render already named the user and the
+ * socket group): its workers may search the tree's top directory and the socket's.
+ */
+function openToWorkers(dir, vars, u) {
   fs.chmodSync(dir, 0o711); // mkdtemp's 0700 would stop the workers at the top
   fs.chownSync(vars.tunekit_socket_dir, process.getuid(), u.gid);
 }
 
-/**
- * Render and start nginx + the cluster on loopback.
- * @param {object} [o]
- * @param {'uds'|'tcp'|'per-worker'} [o.upstream]  default uds (tcp for the stock profile)
- * @param {'tuned'|'stock'} [o.profile='tuned']
- * @param {number} [o.workers=2]       app workers
- * @param {string|null} [o.module]     the app module (default: the example app)
- * @param {string[]} [o.set]           extra key=value, applied last
- * @param {string[]} [o.varsFiles]     extra variable files
- * @param {number} [o.port=0]          nginx's port on 127.0.0.1; 0 picks a free one
- * @param {boolean} [o.tls=false]      the HTTPS front on a second free port, with a throwaway
- *                                     certificate from a local CA (stack.ca); the plain port redirects
- * @param {'ec'|'rsa'} [o.tlsKey='ec'] the throwaway certificate's key: ECDSA P-256, or RSA 2048
- * @param {object} [o.env]             extra environment for the app
- * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
- * @param {object} [o.unsafeAppSettings] test-only: fields written over the rendered app.json
- *                                     before the runner starts. They skip the render's cross-layer
- *                                     checks on purpose (the fault suite's inverted keep-alive
- *                                     timeouts); the runner's own checks still apply
- * @param {string|null} [o.nginxUser]  run nginx's workers as this user, as on a host (the master
- *                                     stays root): the socket and its directory get the user's
- *                                     primary group, the tree's top directory is searchable. A
- *                                     prefixed render runs them as the caller, and root's workers
- *                                     pass every permission check (the fault suite's EACCES case)
- */
-async function startStack({
-  upstream = null,
-  profile = 'tuned',
-  workers = 2,
-  module = null,
-  set = [],
-  varsFiles = [],
-  port = 0,
-  tls = false,
-  tlsKey = 'ec',
-  env = {},
-  detached = false,
-  unsafeAppSettings = null,
-  nginxUser = null,
-} = {}) {
+/** The definition's values for a stack: the profile, loopback ports, the caller's sets last. */
+async function stackVars({ upstream, profile, workers, module, set, varsFiles, port, tls }) {
   const profiles = config.choices('tunekit_profile');
   if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
   const kind = upstream || (profile === 'stock' ? 'tcp' : 'uds');
@@ -230,68 +199,118 @@ async function startStack({
     varsFiles: [...(profile === 'stock' ? [STOCK_PROFILE] : []), ...varsFiles],
     set: [...sets, ...set],
   });
+  return { hostVars, kind, nginxPort, tlsPort };
+}
 
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), STACK_PREFIX));
-  const files = stackFiles(dir);
-  let app = null;
-  let nginx = null;
-  let vars = null;
+/**
+ * stop() for a stack in dir whose processes are procs.app / procs.nginx once
+ * spawned; unless detached, the stack is also killed if this process exits
+ * without stop() (`armed()` registers that, stop() removes it).
+ */
+function stopper(dir, procs, detached) {
   let stopped = null;
   const onExit = () => {
     // This process is going away without stop(): leave nothing running.
-    for (const pid of [nginx && nginx.pid, app && app.pid]) {
+    for (const pid of [procs.nginx && procs.nginx.pid, procs.app && procs.app.pid]) {
       if (!pid) continue;
       for (const k of childrenOf(pid)) signal(k, 'SIGKILL');
       signal(pid, 'SIGKILL');
     }
     fs.rmSync(dir, { recursive: true, force: true });
   };
-
   const stop = () => {
     if (!stopped) {
       if (!detached) process.removeListener('exit', onExit);
-      stopped = stopDir(dir, { appPid: app && app.pid, nginxPid: nginx && nginx.pid, drainMs: vars ? vars.tunekit_app_drain_timeout_s * 1000 + 5000 : 15000 });
+      const drainMs = procs.vars ? procs.vars.tunekit_app_drain_timeout_s * 1000 + 5000 : 15000;
+      stopped = stopDir(dir, { appPid: procs.app && procs.app.pid, nginxPid: procs.nginx && procs.nginx.pid, drainMs });
     }
     return stopped;
   };
+  const armed = () => { if (!detached) process.on('exit', onExit); };
+  return { stop, armed };
+}
 
+/** The runner on the rendered app.json, its output in files.appLog; resolves its ready event. */
+async function startApp(procs, files, { env, detached }) {
+  const appOut = fs.openSync(files.appLog, 'a');
+  procs.app = spawn(process.execPath, [CLI, 'run', '--config', procs.vars.tunekit_app_config_path], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', appOut, appOut],
+    detached,
+  });
+  fs.closeSync(appOut);
+  fs.writeFileSync(files.appPid, `${procs.app.pid}\n`);
+  return waitForReady(procs.app, files, READY_TIMEOUT_MS);
+}
+
+/** nginx on the rendered nginx.conf, until url answers 200 (https: trusting ca). */
+async function startNginx(procs, files, url, ca, detached) {
+  const nginxErr = fs.openSync(files.nginxStderr, 'a');
+  procs.nginx = spawn(nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
+    stdio: ['ignore', nginxErr, nginxErr],
+    detached,
+  });
+  fs.closeSync(nginxErr);
+  await waitForNginx(procs.nginx, url, files, procs.vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS, ca);
+}
+
+/**
+ * Render and start nginx + the cluster on loopback.
+ * @param {object} [o]
+ * @param {'uds'|'tcp'|'per-worker'} [o.upstream]  default uds (tcp for the stock profile)
+ * @param {'tuned'|'stock'} [o.profile='tuned']
+ * @param {number} [o.workers=2]       app workers
+ * @param {string|null} [o.module]     the app module (default: the example app)
+ * @param {string[]} [o.set]           extra key=value, applied last
+ * @param {string[]} [o.varsFiles]     extra variable files
+ * @param {number} [o.port=0]          nginx's port on 127.0.0.1; 0 picks a free one
+ * @param {boolean} [o.tls=false]      the HTTPS front on a second free port, with a throwaway
+ *                                     certificate from a local CA (stack.ca); the plain port redirects
+ * @param {'ec'|'rsa'} [o.tlsKey='ec'] the throwaway certificate's key: ECDSA P-256, or RSA 2048
+ * @param {object} [o.env]             extra environment for the app
+ * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
+ * @param {function} [o.beforeStart]   test-only: called with the rendered values after the render,
+ *                                     before anything starts: where a fault test changes the tree by
+ *                                     hand, as an operator would on a host (the fault suite's inverted
+ *                                     keep-alive timeouts, a set the render refuses)
+ * @param {string|null} [o.nginxUser]  run nginx's workers as this user, as on a host (the master
+ *                                     stays root): the render names it in nginx.conf and gives the
+ *                                     socket its primary group (app.json's socketGroup); the socket's
+ *                                     directory gets that group, the tree's top directory is
+ *                                     searchable. A prefixed render runs them as the caller, and
+ *                                     root's workers pass every permission check (the fault suite's
+ *                                     EACCES case)
+ */
+async function startStack(o = {}) {
+  const {
+    workers = 2, profile = 'tuned', set = [], varsFiles = [], port = 0, tls = false, tlsKey = 'ec',
+    env = {}, detached = false, beforeStart = null, nginxUser = null,
+  } = o;
+  const { hostVars, kind, nginxPort, tlsPort } = await stackVars({ ...o, workers, profile, set, varsFiles, port, tls });
+  const account = nginxUser ? workerAccount(nginxUser) : null;
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), STACK_PREFIX));
+  const files = stackFiles(dir);
+  const procs = { app: null, nginx: null, vars: null };
+  const { stop, armed } = stopper(dir, procs, detached);
   try {
-    const res = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'], throwawayKey: tlsKey });
-    vars = res.vars;
+    const { vars } = renderer.render(hostVars, dir, { prefix: true, layers: ['nginx', 'app'], throwawayKey: tlsKey, nginxUser });
+    procs.vars = vars;
     fs.mkdirSync(path.dirname(files.appLog), { recursive: true });
-    if (unsafeAppSettings) {
-      const file = vars.tunekit_app_config_path;
-      fs.writeFileSync(file, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), ...unsafeAppSettings }, null, 2)}\n`);
-    }
-    if (nginxUser) workersAs(nginxUser, dir, vars);
-    if (!detached) process.on('exit', onExit);
+    if (account) openToWorkers(dir, vars, account);
+    if (beforeStart) beforeStart(vars);
+    armed();
 
-    const appOut = fs.openSync(files.appLog, 'a');
-    app = spawn(process.execPath, [CLI, 'run', '--config', vars.tunekit_app_config_path], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', appOut, appOut],
-      detached,
-    });
-    fs.closeSync(appOut);
-    fs.writeFileSync(files.appPid, `${app.pid}\n`);
-    const ready = await waitForReady(app, files, READY_TIMEOUT_MS);
-
-    const nginxErr = fs.openSync(files.nginxStderr, 'a');
-    nginx = spawn(nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
-      stdio: ['ignore', nginxErr, nginxErr],
-      detached,
-    });
-    fs.closeSync(nginxErr);
+    const ready = await startApp(procs, files, { env, detached });
     const url = tls ? `https://127.0.0.1:${tlsPort}/` : `http://127.0.0.1:${nginxPort}/`;
     // The throwaway CA the render made beside the leaf (lib/render.js, lib/tls.js).
     const ca = tls ? path.join(path.dirname(vars.tunekit_nginx_tls_certificate), 'ca.pem') : null;
-    await waitForNginx(nginx, url, files, vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS, ca);
+    await startNginx(procs, files, url, ca, detached);
     if (detached) {
-      app.unref();
-      nginx.unref();
+      procs.app.unref();
+      procs.nginx.unref();
     }
-
     const socketPath = kind === 'tcp' ? null : vars.tunekit_socket_path;
     return {
       url,
@@ -309,20 +328,23 @@ async function startStack({
       appLogPath: files.appLog,
       vars,
       ready,
-      pids() {
-        const n = nginx && alive(nginx.pid) ? nginx.pid : null;
-        const a = app && alive(app.pid) ? app.pid : null;
-        return {
-          nginx: n ? [n, ...childrenOf(n)] : [],
-          app: a ? [a, ...childrenOf(a)] : [],
-        };
-      },
+      pids: () => stackPids(procs),
       stop,
     };
   } catch (err) {
     await stop();
     throw err;
   }
+}
+
+/** { nginx: [master, ...workers], app: [primary, ...workers] } of the processes still alive. */
+function stackPids({ nginx, app }) {
+  const n = nginx && alive(nginx.pid) ? nginx.pid : null;
+  const a = app && alive(app.pid) ? app.pid : null;
+  return {
+    nginx: n ? [n, ...childrenOf(n)] : [],
+    app: a ? [a, ...childrenOf(a)] : [],
+  };
 }
 
 module.exports = { startStack, stopDir, stackFiles, STACK_PREFIX };

@@ -60,21 +60,24 @@ function merge(histograms) {
   return out;
 }
 
-// Plain numbers (µs) for reports; null fields when nothing was recorded.
+// The summary's field of a percentile: 50 -> p50, 99.9 -> p999.
+function percentileKey(p) {
+  return `p${String(p).replace('.', '')}`;
+}
+
+// Plain numbers (µs) for reports, one field per PERCENTILES entry; null fields
+// when nothing was recorded.
 function summarize(histogram) {
   const count = histogram.totalCount;
   if (!count) {
-    return { count: 0, min: null, mean: null, p50: null, p90: null, p99: null, p999: null, max: null, curve: [] };
+    return { count: 0, min: null, mean: null, ...Object.fromEntries(PERCENTILES.map((p) => [percentileKey(p), null])), max: null, curve: [] };
   }
   const at = (p) => histogram.getValueAtPercentile(p);
   return {
     count,
     min: histogram.minNonZeroValue,
     mean: Math.round(histogram.mean * 10) / 10,
-    p50: at(50),
-    p90: at(90),
-    p99: at(99),
-    p999: at(99.9),
+    ...Object.fromEntries(PERCENTILES.map((p) => [percentileKey(p), at(p)])),
     max: histogram.maxValue,
     curve: CURVE_PERCENTILES.map((p) => [p, p === 100 ? histogram.maxValue : at(p)]),
   };

@@ -84,6 +84,83 @@ function clientWarnings(mode, gen, extra) {
   return w;
 }
 
+/**
+ * The server's CPU over the run, from the /proc snapshots before and after, split
+ * into nginx and app (pids: each side's processes as seen before and after).
+ * Null for a target whose pids this machine cannot see.
+ */
+function serverCpu(pidsBefore, pidsAfter, before, after, d) {
+  if (!pidsBefore) return null;
+  const split = (names) => {
+    const ids = new Set(names);
+    return cpu.delta(new Map([...before].filter(([p]) => ids.has(p))), new Map([...after].filter(([p]) => ids.has(p))));
+  };
+  const total = cpu.delta(before, after);
+  const nginxPids = [...(pidsBefore.nginx || []), ...((pidsAfter && pidsAfter.nginx) || [])];
+  const appPids = [...(pidsBefore.app || []), ...((pidsAfter && pidsAfter.app) || [])];
+  // Each side rounded once; the total is their sum, so the parts add up.
+  const nginxUs = split(nginxPids).us;
+  const appUs = split(appPids).us;
+  const us = nginxUs + appUs;
+  return {
+    cpuUs: us,
+    nginxCpuUs: nginxUs,
+    appCpuUs: appUs,
+    cpuUsPerReq: d.requests.completed ? us / d.requests.completed : null,
+    cores: us / 1e6 / d.elapsedS,
+    source: cpu.cpuSource(),
+    processes: { nginx: (pidsBefore.nginx || []).length, app: (pidsBefore.app || []).length },
+    pids: pidsBefore,
+    vanished: total.vanished,
+  };
+}
+
+/** The whole machine over the run: its busy cores, and how many went to neither side. */
+function machineLoad(machine0, machine1, gen, server, d) {
+  const busyCores = cpu.machineBusyCores(machine0, machine1);
+  return {
+    cores: cpu.cores(),
+    busyCores,
+    // Without the server's pids (--url, --socket) its CPU cannot be told
+    // apart from other tenants': not measured, rather than counted as theirs.
+    otherCores: busyCores == null || !server ? null
+      : Math.max(0, busyCores - gen.cpuUs / 1e6 / d.elapsedS - server.cores),
+  };
+}
+
+/** What a reader of the result must know to trust its figures, one line each. */
+function resultWarnings(result, o) {
+  const w = [];
+  const { server, machine, generator: gen } = result;
+  // A generator that got no response spun on errors: its CPU says nothing
+  // about the server, so no client-bound warning then.
+  if (result.requests.ok > 0) w.push(...clientWarnings(o.mode, gen, result));
+  if (server && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores) {
+    w.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
+      'absolute figures are from a shared machine; compare ratios from the same round');
+  }
+  const r = result.requests;
+  if (r.errors || r.timeouts || r.non2xx) {
+    const kinds = kindsText(r.kinds);
+    w.push(`${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx responses${kinds ? `: ${kinds}` : ''}`);
+  }
+  if (result.errorLog && result.errorLog.unreadable) {
+    w.push(`cannot read the error log ${result.errorLog.file} (${result.errorLog.unreadable}): its lines are not counted; ` +
+      'pass --error-log with the path nginx writes (error_log in nginx.conf) and make it readable');
+  }
+  if (result.errorLog && result.errorLog.lines) {
+    w.push(`nginx wrote ${result.errorLog.lines} error.log lines, e.g. ${result.errorLog.sample[0]}`);
+  }
+  if (result.workers && result.workers.missing.length) {
+    w.push(`app workers ${result.workers.missing.join(', ')} served no request: ` +
+      'each connection lands on one worker, so few connections or a greedy accept leave a worker idle');
+  }
+  if (server && server.vanished) {
+    w.push(`${server.vanished} server processes exited during the run; their CPU is missing`);
+  }
+  return w;
+}
+
 // Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
 // duration, connections, rate, procs, timeoutS, onProgress }.
 async function measure(target, o) {
@@ -99,44 +176,12 @@ async function measure(target, o) {
   const pidsAfter = target.pids ? target.pids() : null;
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);
-  const split = (names) => {
-    const ids = new Set(names);
-    return cpu.delta(new Map([...before].filter(([p]) => ids.has(p))), new Map([...after].filter(([p]) => ids.has(p))));
-  };
-  let server = null;
-  if (pidsBefore) {
-    const total = cpu.delta(before, after);
-    const nginxPids = [...(pidsBefore.nginx || []), ...((pidsAfter && pidsAfter.nginx) || [])];
-    const appPids = [...(pidsBefore.app || []), ...((pidsAfter && pidsAfter.app) || [])];
-    // Each side rounded once; the total is their sum, so the parts add up.
-    const nginxUs = split(nginxPids).us;
-    const appUs = split(appPids).us;
-    const us = nginxUs + appUs;
-    server = {
-      cpuUs: us,
-      nginxCpuUs: nginxUs,
-      appCpuUs: appUs,
-      cpuUsPerReq: d.requests.completed ? us / d.requests.completed : null,
-      cores: us / 1e6 / d.elapsedS,
-      source: cpu.cpuSource(),
-      processes: { nginx: (pidsBefore.nginx || []).length, app: (pidsBefore.app || []).length },
-      pids: pidsBefore,
-      vanished: total.vanished,
-    };
-  }
+  const server = serverCpu(pidsBefore, pidsAfter, before, after, d);
 
   const gen = { ...d.generator };
   gen.machineShare = gen.cpuUs / 1e6 / d.elapsedS / cpu.cores();
   // Everything else that ran meanwhile: other tenants of a shared machine.
-  const busyCores = cpu.machineBusyCores(machine0, machine1);
-  const machine = {
-    cores: cpu.cores(),
-    busyCores,
-    // Without the server's pids (--url, --socket) its CPU cannot be told
-    // apart from other tenants': not measured, rather than counted as theirs.
-    otherCores: busyCores == null || !server ? null
-      : Math.max(0, busyCores - gen.cpuUs / 1e6 / d.elapsedS - server.cores),
-  };
+  const machine = machineLoad(machine0, machine1, gen, server, d);
   const latencyUs = d.latencyUs || H.summarize(d.histogram);
   // The workers expected to serve: the target's list (the runner's "ready"
   // line; it also keeps an idle spare child) or every child of the primary.
@@ -166,32 +211,7 @@ async function measure(target, o) {
     raw: d.raw || null,
     warnings: [],
   };
-  // A generator that got no response spun on errors: its CPU says nothing
-  // about the server, so no client-bound warning then.
-  if (result.requests.ok > 0) result.warnings.push(...clientWarnings(o.mode, gen, result));
-  if (server && machine.otherCores != null && machine.otherCores >= OTHER_LOAD_CORES * machine.cores) {
-    result.warnings.push(`other processes (other tenants, kernel threads) kept ${machine.otherCores.toFixed(1)} of ${machine.cores} cores busy during this run: ` +
-      'absolute figures are from a shared machine; compare ratios from the same round');
-  }
-  const r = result.requests;
-  if (r.errors || r.timeouts || r.non2xx) {
-    const kinds = kindsText(r.kinds);
-    result.warnings.push(`${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx responses${kinds ? `: ${kinds}` : ''}`);
-  }
-  if (result.errorLog && result.errorLog.unreadable) {
-    result.warnings.push(`cannot read the error log ${result.errorLog.file} (${result.errorLog.unreadable}): its lines are not counted; ` +
-      'pass --error-log with the path nginx writes (error_log in nginx.conf) and make it readable');
-  }
-  if (result.errorLog && result.errorLog.lines) {
-    result.warnings.push(`nginx wrote ${result.errorLog.lines} error.log lines, e.g. ${result.errorLog.sample[0]}`);
-  }
-  if (result.workers && result.workers.missing.length) {
-    result.warnings.push(`app workers ${result.workers.missing.join(', ')} served no request: ` +
-      'each connection lands on one worker, so few connections or a greedy accept leave a worker idle');
-  }
-  if (server && server.vanished) {
-    result.warnings.push(`${server.vanished} server processes exited during the run; their CPU is missing`);
-  }
+  result.warnings.push(...resultWarnings(result, o));
   // Keep the merged histogram for callers that merge rounds; not serialised.
   Object.defineProperty(result, 'histogram', { value: d.histogram || null, enumerable: false });
   return result;

@@ -7,6 +7,7 @@ const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
 const { cores } = require('./cpu');
 const { available: wrkAvailable } = require('./wrk');
+const { DEFAULT_SCENARIOS } = require('./bench');
 
 const positiveInt = (name, v) => {
   const n = Number(v);
@@ -67,7 +68,7 @@ const BENCH = {
   duration: { ...COMMON.duration, dflt: '8' },
   driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
   rounds: { type: 'string', conv: positiveInt, dflt: '3', help: 'A/B rounds (order rotated per round)' },
-  scenarios: { type: 'string', dflt: 'stock,tcp,uds,nginx-static,direct', help: 'comma-separated scenarios' },
+  scenarios: { type: 'string', dflt: DEFAULT_SCENARIOS.join(','), help: 'comma-separated scenarios' },
   'cpu-rate': { type: 'string', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
   warmup: { type: 'string', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },

@@ -10,27 +10,20 @@
 // follows whatever its inputs were overridden to. Every value is checked against
 // its `# Type:` line (types.js): the values as given first, so a wrong input is
 // blamed rather than the value derived from it, then the derived ones. Then
-// checks.j2 (the cross-layer rules, shared with the Ansible role) is rendered;
-// every line it prints is a refusal that names both values.
+// the cross-layer rules (vars/rules.yml, shared with the Ansible role and
+// doctor; rules.js) are evaluated; each refusal names both values.
 
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const types = require('./types');
+const rules = require('./rules');
 const { ConfigError } = require('../errors');
 const { reason } = require('../files');
 
-const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
-const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
+const { DEFAULTS_DIR, defaultFiles } = require('./definition');
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
-
-function defaultFiles() {
-  return fs.readdirSync(DEFAULTS_DIR)
-    .filter((f) => f.endsWith('.yml'))
-    .sort()
-    .map((f) => path.join(DEFAULTS_DIR, f));
-}
 
 function readYamlFile(file) {
   let text;
@@ -233,7 +226,9 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
   for (const f of flags) apply(f.key, fromCommandLine(f.key, fromText(typeOf[f.key], defaults[f.key], f.value)), f.where);
+  const forLocalNginx = isEmpty(raw.tunekit_nginx_version);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
+  raw.tunekit_nginx_openssl_version = targetOpensslVersion(raw.tunekit_nginx_openssl_version, forLocalNginx);
 
   // The values as given, then (once they are right) the ones derived from them.
   const given = known.filter((k) => !isTemplated(raw[k]));
@@ -269,6 +264,17 @@ function targetNginxVersion(value) {
   return version; // its Type (version or "") is checked with the others
 }
 
+const isEmpty = (value) => value == null || String(value).trim() === '';
+
+// The OpenSSL the target nginx runs with: as set, or (empty) the local nginx's
+// when the files are for the local nginx. Rendering for another host's version
+// cannot know its OpenSSL: it stays empty, and the groups every supported
+// OpenSSL has are offered (tunekit_nginx_tls_ecdh_curve).
+function targetOpensslVersion(value, forLocalNginx) {
+  if (!isEmpty(value)) return String(value).trim();
+  return (forLocalNginx && require('../nginx').nginxOpenssl()) || '';
+}
+
 /** Refuse to render nginx's files for an unknown nginx version. */
 function requireNginxVersion(vars) {
   if (vars.tunekit_nginx_version) return;
@@ -277,12 +283,9 @@ function requireNginxVersion(vars) {
     'or install nginx here: apt-get install -y nginx');
 }
 
-/** Render checks.j2 against a resolved set; each non-empty line is a problem. */
+/** The cross-layer rules broken by a resolved set: one refusal per rule (rules.js). */
 function checkVars(vars, env = createEnv()) {
-  return env.render(CHECKS_TEMPLATE, vars)
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
+  return rules.refusals(vars, env);
 }
 
 /**
@@ -315,7 +318,6 @@ module.exports = {
   ConfigError,
   choices,
   DEFAULTS_DIR,
-  CHECKS_TEMPLATE,
   APP_SETTINGS_TEMPLATE,
   defaultFiles,
   loadDefaults,

@@ -34,7 +34,7 @@ const skip = process.getuid() !== 0 ? 'needs root (systemd-nspawn)'
     : spawnSync('which', ['systemd-nspawn']).status !== 0 ? 'systemd-nspawn is not installed (apt-get install systemd-container)'
       : false;
 
-const { sleep, until: untilEvery } = require('../lib/util');
+const { until: untilEvery } = require('../lib/util');
 
 const until = (what, fn, timeoutMs = 60000) => untilEvery(what, fn, timeoutMs, 250);
 
@@ -190,15 +190,23 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
       assert.equal(rolled.main, first.main, 'reload keeps the primary');
       workers = rolled.workers;
     };
+    // Each reload goes out once the load flows: 12 more requests (one a connection)
+    // in the app's record than before, whatever the machine's speed.
+    const seen = async () => Number(await sh(host, `cat ${seenDir}/*.log 2>/dev/null | wc -l`));
+    const flowing = async (what) => {
+      const from = await seen();
+      await until(`12 more requests of the load to reach the app ${what}`, async () => (await seen()) >= from + 12);
+    };
     try {
-      await sleep(2000);
+      await flowing('before the first reload');
       await reloadApp(1);
+      await flowing('after app reload 1');
       await sh(host, 'systemctl reload nginx');
-      await sleep(1500);
+      await flowing('after nginx reload 1');
       await sh(host, 'systemctl reload nginx');
-      await sleep(1500);
+      await flowing('after nginx reload 2');
       await reloadApp(2);
-      await sleep(1500);
+      await flowing('after app reload 2');
     } finally {
       await sh(host, `touch ${stopFile}`);
     }
@@ -276,8 +284,12 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   });
 
   await t.test('systemctl restart under load loses no connection attempt', async (st) => {
+    const logged = async () => Number(await sh(host, `wc -l < ${sa.tunekit_nginx_access_log_path}`));
+    const from = await logged();
     const load = startLoad(host);
-    await sleep(3000);
+    // The restart goes out once the load flows: 100 more requests in nginx's access
+    // log (buffered, flushed every tunekit_nginx_access_log_flush), whatever the machine's speed.
+    await until('100 requests of the load in nginx\'s access log', async () => (await logged()) >= from + 100);
     await sh(host, `systemctl restart ${unit}`);
     const after = await waitServing(host, sa, 2);
     assert.notEqual(after.main, before.main, 'a new primary');

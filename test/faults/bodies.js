@@ -39,11 +39,14 @@ function answeredHash(text) {
 
 /**
  * `connections` lanes, one request at a time each, until stop() returns true.
+ * `live.done` (when given) counts the requests finished so far, for a caller that
+ * waits for the load to flow (flowing()).
  * @returns {Promise<object>} counts, and `sent`: POST id -> sha256 of its body
  */
-async function load(url, stop, { connections = 12 } = {}) {
+async function load(url, stop, { connections = 12, live = {} } = {}) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const c = { get: 0, post: 0, postBytes: 0, getRetried: 0, postRetried: 0, failed: 0, corrupted: 0, status: {}, errors: {}, sent: new Map() };
+  live.done = 0;
   const lane = async (l) => {
     for (let n = 0; !stop(); n++) {
       const id = `${l}-${n}`;
@@ -58,6 +61,7 @@ async function load(url, stop, { connections = 12 } = {}) {
         c[post ? 'postRetried' : 'getRetried'] += 1;
         r = await once(false, target, what);
       }
+      live.done += 1;
       if (r.err) {
         c.failed += 1;
         c.errors[r.err.code || r.err.message] = (c.errors[r.err.code || r.err.message] || 0) + 1;
@@ -71,6 +75,19 @@ async function load(url, stop, { connections = 12 } = {}) {
   await Promise.all(Array.from({ length: connections }, (_, l) => lane(l)));
   agent.destroy();
   return c;
+}
+
+/**
+ * Resolves once `n` more requests of a load (its `live` object) have finished than
+ * had when called: the load is flowing, whatever the machine's speed. Throws
+ * naming `what` after timeoutMs.
+ */
+function flowing(live, what, n, timeoutMs = 60_000) {
+  // Required here: a booted test host gets test/faults without test/lib and runs
+  // this file as a command, which never calls flowing().
+  const { until } = require('../lib/util');
+  const from = live.done;
+  return until(`${n} requests of the load to finish ${what}`, () => live.done >= from + n, timeoutMs, 20);
 }
 
 /**
@@ -160,4 +177,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { load, summary, assertWhole, figures, errorLines, MAX_BODY };
+module.exports = { load, flowing, summary, assertWhole, figures, errorLines, MAX_BODY };

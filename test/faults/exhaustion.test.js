@@ -11,13 +11,40 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const net = require('node:net');
-const { spawnSync } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
 const { stopAfter, doctor, errorLog, burst } = require('./stack');
-const { sleep, until } = require('../lib/util');
+const { until } = require('../lib/util');
 
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
+
+/**
+ * Resolves once process `pid` has opened /proc/self/limits (its open-files limit
+ * read again), seen by strace attached for the wait and detached after it.
+ */
+function readsLimit(pid, timeoutMs = 30_000) {
+  return new Promise((resolve, reject) => {
+    const tracer = spawn('strace', ['-qq', '-e', 'trace=openat', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let out = '';
+    let failure = null;
+    const timer = setTimeout(() => {
+      failure = new Error(`worker ${pid} did not read /proc/self/limits within ${timeoutMs} ms: ${out.slice(-500)}`);
+      tracer.kill('SIGTERM');
+    }, timeoutMs);
+    tracer.stderr.on('data', (d) => {
+      out += d;
+      if (out.includes('"/proc/self/limits"')) tracer.kill('SIGTERM');
+    });
+    tracer.on('error', (err) => { failure = err; });
+    tracer.on('close', () => {
+      clearTimeout(timer);
+      if (!failure && !out.includes('"/proc/self/limits"')) failure = new Error(`strace -p ${pid} ended: ${out.slice(-500)}`);
+      if (failure) reject(failure);
+      else resolve();
+    });
+  });
+}
 
 test('app open-files limit too low (EMFILE): 502 for the connections past it, the worker logs it once and keeps serving, doctor names the limit', { timeout: 120_000 }, async (t) => {
   // The limits are given back before the stack stops (hooks run in order), so a
@@ -42,8 +69,8 @@ test('app open-files limit too low (EMFILE): 502 for the connections past it, th
     limits.push(room);
   }
 
-  // The worker reads its limit every second (app/worker.js): let it see the new one.
-  await sleep(2500);
+  // The worker reads its limit again every second (app/worker.js): wait until it has.
+  for (const pid of stack.ready.workers) await readsLimit(pid);
 
   // 40 requests held 500 ms each: far more upstream connections than 8 descriptors.
   const n = 40;

@@ -9,9 +9,9 @@
 // which the client gets as a 502.
 //
 // The inverted set (app keepAliveTimeout 1 s below nginx's 60 s) is one
-// `tunekit render` refuses (checks.j2), so the stack is started with the runner's
-// own setting changed (startStack's test-only unsafeAppSettings: app.json is
-// rewritten before the runner starts, the way a hand edit would do it on a host).
+// `tunekit render` refuses (the keepalive-race rule), so this test makes it the way a hand edit
+// would on a host: the rendered app.json is rewritten before the runner starts
+// (startStack's test-only beforeStart), and only the runner's own checks apply.
 //
 // The load: rounds of POSTs, each round's gap straddling the moment the app closes
 // its idle connections. Node closes an idle connection keepAliveTimeout + 1 s
@@ -29,6 +29,7 @@
 // app waits 65 s, above nginx's 60 s): 0 failed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const http = require('node:http');
 const crypto = require('node:crypto');
 const { startHashStack, doctor, errorLog } = require('./stack');
@@ -38,7 +39,8 @@ const { sleep } = require('../lib/util');
 const APP_KEEPALIVE_MS = 1000;
 const NODE_BUFFER_MS = 1000; // Node closes an idle connection keepAliveTimeout + 1 s after its last response
 const LANES = 8; // POSTs at once: one pooled upstream connection each
-const ROUNDS = 5;
+const ROUNDS = 5; // at least: one round per gap in pacedLoad's `after`
+const MAX_LOAD_MS = 60_000; // the inverted load's bound should no POST ever be lost
 const BUSY_MS = 300; // the CPU-bound request, centred on the app's close time
 const RACE_LOG = /upstream prematurely closed connection|recv\(\) failed \(104: Connection reset by peer\)|writev?\(\) failed \(32: Broken pipe\)/;
 
@@ -56,11 +58,13 @@ function send(agent, url, method, body) {
 }
 
 /**
- * ROUNDS x: LANES POSTs at once (filling nginx's pool), then, after a gap that
+ * Rounds of: LANES POSTs at once (filling nginx's pool), then, after a gap that
  * ends just past the app's close time, LANES POSTs and LANES GETs at once, while a
- * CPU-bound GET holds the app's worker across that close time.
+ * CPU-bound GET holds the app's worker across that close time. `rounds` of them;
+ * with `untilLost`, at least that many and on until a POST was lost (502), or
+ * MAX_LOAD_MS: the event the inverted set is tested for, not a count, ends its load.
  */
-async function pacedLoad(stack) {
+async function pacedLoad(stack, { rounds, untilLost = false }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 2 * LANES + 1 });
   const closeAt = APP_KEEPALIVE_MS + NODE_BUFFER_MS;
   const post = { status: {}, sent: 0 };
@@ -69,7 +73,10 @@ async function pacedLoad(stack) {
   // Where the POSTs go relative to the close time varies per round (ms), so they
   // straddle it; all of them fall inside the busy request's block.
   const after = [-60, -20, 20, 60, 100];
-  for (let i = 0; i < ROUNDS; i++) {
+  const started = Date.now();
+  const more = (i) => i < rounds || (untilLost && !post.status[502] && Date.now() - started < MAX_LOAD_MS);
+  let i = 0;
+  for (; more(i); i++) {
     const body = () => crypto.randomBytes(1024);
     for (const s of await Promise.all(Array.from({ length: LANES }, () => send(agent, stack.url, 'POST', body())))) count(post, s);
     await sleep(closeAt - BUSY_MS / 2);
@@ -84,16 +91,22 @@ async function pacedLoad(stack) {
     count(get, await busy);
   }
   agent.destroy();
-  return { post, get };
+  return { post, get, rounds: i };
 }
 
-async function run(t, inverted) {
+/** The fault: fields of a rendered app.json changed by hand, past the render's checks. */
+function handEdit(appJson, fields) {
+  fs.writeFileSync(appJson, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(appJson, 'utf8')), ...fields }, null, 2)}\n`);
+}
+
+// The inverted set's load runs until a POST is lost; the kit's set gets as many rounds.
+async function run(t, inverted, rounds) {
   const stack = await startHashStack(t, {
     workers: 1,
-    ...(inverted && { unsafeAppSettings: { keepAliveTimeoutMs: APP_KEEPALIVE_MS, headersTimeoutMs: APP_KEEPALIVE_MS + 1000 } }),
+    ...(inverted && { beforeStart: (vars) => handEdit(vars.tunekit_app_config_path, { keepAliveTimeoutMs: APP_KEEPALIVE_MS, headersTimeoutMs: APP_KEEPALIVE_MS + 1000 }) }),
   });
   const started = Date.now();
-  const load = await pacedLoad(stack);
+  const load = await pacedLoad(stack, { rounds, untilLost: inverted });
   const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
   const lines = errorLog(stack).filter((l) => RACE_LOG.test(l));
   const kinds = {};
@@ -102,13 +115,13 @@ async function run(t, inverted) {
     kinds[kind] = (kinds[kind] || 0) + 1;
   }
   const race = doctor(stack).find((f) => f.id === 'keepalive-race');
-  t.diagnostic(`${inverted ? 'inverted' : 'kit'}: ${seconds} s; POST ${JSON.stringify(load.post)}; GET ${JSON.stringify(load.get)}; nginx: ${JSON.stringify(kinds)}; doctor: ${race && `${race.level}: ${race.what}`}`);
+  t.diagnostic(`${inverted ? 'inverted' : 'kit'}: ${load.rounds} rounds, ${seconds} s; POST ${JSON.stringify(load.post)}; GET ${JSON.stringify(load.get)}; nginx: ${JSON.stringify(kinds)}; doctor: ${race && `${race.level}: ${race.what}`}`);
   return { stack, load, seconds, kinds, lines, race };
 }
 
-test('keep-alive race: app keepAliveTimeout 1 s under nginx\'s 60 s gives 502s to POSTs; the kit\'s derived timeouts give none', { timeout: 120_000 }, async (t) => {
-  const bad = await run(t, true);
-  const good = await run(t, false);
+test('keep-alive race: app keepAliveTimeout 1 s under nginx\'s 60 s gives 502s to POSTs; the kit\'s derived timeouts give none', { timeout: 240_000 }, async (t) => {
+  const bad = await run(t, true, ROUNDS);
+  const good = await run(t, false, bad.load.rounds);
 
   const failed = (c) => c.sent - (c.status[200] || 0);
   // Inverted: POSTs are lost (502, never retried by nginx), each with its line in nginx's error log.
@@ -126,7 +139,7 @@ test('keep-alive race: app keepAliveTimeout 1 s under nginx\'s 60 s gives 502s t
 
   record('keepalive-race', {
     command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/keepalive.test.js',
-    rounds: ROUNDS,
+    rounds: bad.load.rounds,
     lanes: LANES,
     busyMs: BUSY_MS,
     appKeepAliveMs: APP_KEEPALIVE_MS,

@@ -29,7 +29,7 @@ const { record } = require('./report');
 const { until } = require('../lib/util');
 
 const RELOADS = 20;
-const INTERVAL_MS = 1500;
+const INTERVAL_MS = 1500; // the scenario's pace (a reload every 1.5 s under the load), not a wait for an event
 const CONNECTIONS = 24;
 
 async function underReloads(stack) {

@@ -13,7 +13,7 @@ const fs = require('node:fs');
 const { startHashStack, doctor } = require('./stack');
 const bodies = require('./bodies');
 const { record } = require('./report');
-const { sleep, until } = require('../lib/util');
+const { until } = require('../lib/util');
 
 const NGINX_RELOADS = 6;
 const APP_RELOADS = 3;
@@ -29,23 +29,33 @@ test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the 
   const workersBefore = stack.pids().app.slice(1);
   let done = false;
   const started = Date.now();
-  const running = bodies.load(stack.url, () => done, { connections: CONNECTIONS });
-  // nginx, app, nginx, nginx, app, ...: each app restart waits for its reload-done.
+  // Bounded by the restarts below (done, also when a wait throws), and by 150 s.
+  const live = {};
+  const running = bodies.load(stack.url, () => done || Date.now() - started > 150_000, { connections: CONNECTIONS, live });
+  // Each restart goes out once the load flows: CONNECTIONS requests finished since the last one.
+  const flowing = (what) => bodies.flowing(live, what, CONNECTIONS);
+  // nginx, app, nginx, nginx, app, ...: each restart waits for its effect (nginx's
+  // new workers, the app's reload-done) before the next.
   let nginxReloads = 0;
   let appReloads = 0;
-  while (nginxReloads < NGINX_RELOADS || appReloads < APP_RELOADS) {
-    await sleep(700);
-    if (appReloads < APP_RELOADS && (nginxReloads >= NGINX_RELOADS || nginxReloads % 2 === 1)) {
-      process.kill(primary, 'SIGHUP');
-      appReloads += 1;
-      await until(`the app's rolling restart ${appReloads} to be done`, () => appEvents(stack, 'reload-done') >= appReloads, 60_000, 50);
-    } else {
-      process.kill(nginxMaster, 'SIGHUP');
-      nginxReloads += 1;
+  try {
+    while (nginxReloads < NGINX_RELOADS || appReloads < APP_RELOADS) {
+      await flowing(`before restart ${nginxReloads + appReloads + 1}`);
+      if (appReloads < APP_RELOADS && (nginxReloads >= NGINX_RELOADS || nginxReloads % 2 === 1)) {
+        process.kill(primary, 'SIGHUP');
+        appReloads += 1;
+        await until(`the app's rolling restart ${appReloads} to be done`, () => appEvents(stack, 'reload-done') >= appReloads, 60_000, 50);
+      } else {
+        const old = stack.pids().nginx;
+        process.kill(nginxMaster, 'SIGHUP');
+        nginxReloads += 1;
+        await until(`nginx reload ${nginxReloads} to start new workers`, () => stack.pids().nginx.some((p) => !old.includes(p)), 60_000, 50);
+      }
     }
+    await flowing('after the last restart');
+  } finally {
+    done = true;
   }
-  await sleep(700);
-  done = true;
   const loaded = await running;
   const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
   const workersAfter = stack.pids().app.slice(1);

@@ -17,12 +17,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const http = require('node:http');
+const { spawn, execFileSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { signal } = require('../../lib/proc');
 const { record } = require('./report');
 const { stopAfter, doctor: findings, burst: burstOf } = require('./stack');
-const { sleep } = require('../lib/util');
+const { sleep, until } = require('../lib/util');
 
 const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
 const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
@@ -38,22 +39,39 @@ async function startWatched(t, options = {}) {
 const burst = (stack) => burstOf(stack.url);
 
 /**
- * Bursts until one is all 200 (at most `tries`, `pauseMs` apart): how many it took
- * and the ms since `since`. With `run` > 1, until `run` bursts in a row are, counted
- * to the first of them: a burst can be all 200 by luck, every request served on
- * nginx's pooled upstream connections, while new connections still fail.
+ * Bursts until one is all 200 (`pauseMs` apart, for at most `withinMs`): how many it
+ * took and the ms since `since`; null if none was by then. With `run` > 1, until
+ * `run` bursts in a row are, counted to the first of them: a burst can be all 200
+ * by luck, every request served on nginx's pooled upstream connections, while new
+ * connections still fail. `possible()` says whether a new connection can succeed at
+ * all (the socket file is there): a burst that starts when it cannot never counts,
+ * however slowly its requests come in (one at a time, pooled connections serve them all).
  */
-async function backAfter(stack, since, { tries = 50, pauseMs = 0, run = 1 } = {}) {
+async function backAfter(stack, since, { withinMs = 30_000, pauseMs = 0, run = 1, possible = () => true } = {}) {
   let first = null;
   let inRow = 0;
-  for (let i = 1; i <= tries; i++) {
+  for (let i = 1, end = Date.now() + withinMs; Date.now() < end; i++) {
+    const counts = possible();
     const b = await burst(stack);
-    inRow = b[200] === 16 ? inRow + 1 : 0;
+    inRow = counts && b[200] === 16 ? inRow + 1 : 0;
     if (inRow === 1) first = { bursts: i, ms: Date.now() - since };
     if (inRow === run) return first;
     await sleep(pauseMs);
   }
   return null;
+}
+
+/**
+ * Whether nothing is left unread (ss's Recv-Q 0) on either end of the TCP
+ * connections between the client ports `ports` and nginx's `port` on loopback
+ * (a closed end is not listed).
+ */
+function nothingUnread(port, ports) {
+  const mine = new Set(ports.flatMap((p) => [`127.0.0.1:${p} 127.0.0.1:${port}`, `127.0.0.1:${port} 127.0.0.1:${p}`]));
+  return execFileSync('ss', ['-tnH'], { encoding: 'utf8' }).split('\n').every((line) => {
+    const [, recvQ, , local, peer] = line.trim().split(/\s+/);
+    return !mine.has(`${local} ${peer}`) || recvQ === '0';
+  });
 }
 
 function errnoLine(stack, re) {
@@ -82,7 +100,7 @@ test('socket file deleted under a running stack: 502 with ENOENT until the runne
   assert.deepEqual(Object.keys(b).filter((k) => k !== '200' && k !== '502'), [], 'pooled connections answer 200, new ones 502');
   // From the unlink to the first of 5 bursts in a row of 16 all answered 200 (bursts 20 ms apart).
   const backRun = 5;
-  const back = await backAfter(stack, deletedAt, { tries: 500, pauseMs: 20, run: backRun });
+  const back = await backAfter(stack, deletedAt, { pauseMs: 20, run: backRun, possible: () => fs.existsSync(stack.socketPath) });
   assert.ok(back, 'every request is answered 200 again');
   assert.equal(stack.pids().app[0], primary, 'by the same runner: no restart');
   const st = fs.lstatSync(stack.socketPath);
@@ -112,7 +130,8 @@ test('socket file deleted, the runner\'s check off: 502 with ENOENT until a rest
   assert.ok(b[502] > 0, `a request needing a new upstream connection got 502: ${JSON.stringify(b)}`);
   const line = errnoLine(stack, /connect\(\) to unix:.* failed \(2: No such file or directory\)/);
   assert.ok(line, 'nginx logged connect() ... (2: No such file or directory)');
-  // Twice the default check interval later: still gone, still 502.
+  // Twice the default check interval later: still gone, still 502 (a window, not a
+  // wait for an event: the absence in it is what is tested).
   const waitedMs = 2000;
   await sleep(waitedMs);
   assert.equal(fs.existsSync(stack.socketPath), false, 'nothing bound the path again');
@@ -161,7 +180,7 @@ test('app stopped, its socket file left behind: 502 with ECONNREFUSED, named by 
     await Promise.race([gone, sleep(20_000)]);
     if (again.exitCode === null && !again.signalCode) again.kill('SIGKILL');
   });
-  const back = await backAfter(stack, startedAt, { pauseMs: 20, run: 5, tries: 500 });
+  const back = await backAfter(stack, startedAt, { pauseMs: 20, run: 5 });
   assert.ok(back, 'nginx serves again once the app is started again');
   const removed = await appEvent(stack, (e) => e.event === 'stale-socket-removed');
   assert.ok(removed, 'the new runner removed the socket file nobody accepted on');
@@ -212,22 +231,33 @@ test('app workers stopped, a tiny backlog: the accept queue fills and nginx gets
   assert.ok(stopped.length >= 2, 'two app workers');
   for (const pid of stopped) signal(pid, 'SIGSTOP');
 
-  // 24 requests at once: a few go out on nginx's idle upstream connections or
-  // wait in the accept queue (backlog + 1); the rest are refused with EAGAIN.
+  // 24 requests at once, each on its own connection: a few go out on nginx's idle
+  // upstream connections or wait in the accept queue (backlog + 1); the rest are
+  // refused with EAGAIN.
   const n = 24;
   const settled = {};
   let done = 0;
-  const all = Promise.all(Array.from({ length: n }, () => fetch(stack.url).then((r) => {
-    settled[r.status] = (settled[r.status] || 0) + 1;
-    done += 1;
-    return r.status;
+  const ports = []; // the client port of each request written
+  const all = Promise.all(Array.from({ length: n }, () => new Promise((resolve, reject) => {
+    const req = http.get(stack.url, { agent: false }, (res) => {
+      res.resume();
+      settled[res.statusCode] = (settled[res.statusCode] || 0) + 1;
+      done += 1;
+      resolve(res.statusCode);
+    });
+    req.on('finish', () => ports.push(req.socket.localPort));
+    req.on('error', reject);
   })));
-  // The refused ones come back at once; wait until that stops (bounded).
-  for (let i = 0, last = -1, still = 0; i < 100 && still < 5; i++) {
-    await sleep(100);
-    still = done && done === last ? still + 1 : 0;
-    last = done;
-  }
+  // The refused ones come back at once. That is over when nginx has read every
+  // request (nginx answers a refused one as it reads it) and this process every
+  // answer: nothing unread on either side of the connections, seen in two polls in
+  // a row (an answer sent during the first is read before the second).
+  let quiet = false;
+  await until('nginx to read every request and this process every answer', () => {
+    const was = quiet;
+    quiet = ports.length === n && nothingUnread(stack.port, ports);
+    return was && quiet;
+  }, 30_000, 50);
   const whileStopped = { ...settled };
   const waiting = n - done;
   assert.deepEqual(Object.keys(whileStopped), ['502'], `while the workers are stopped only 502s come back: ${JSON.stringify(whileStopped)}`);

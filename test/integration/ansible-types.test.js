@@ -5,44 +5,10 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
-const { runCommand } = require('../lib/util');
-const { defaultFiles } = require('../../lib/config');
+const { templateLines } = require('../lib/ansible');
 const { TYPES_TEMPLATE } = require('../../lib/config/types');
 
-const ROOT = path.resolve(__dirname, '../..');
-const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
-
-async function typeRefusals(t, extra) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-ansible-types-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const play = path.join(dir, 'play.yml');
-  fs.writeFileSync(play, [
-    '- hosts: localhost',
-    '  gather_facts: false',
-    '  connection: local',
-    '  tasks:',
-    '    - name: Write the type refusals',
-    '      ansible.builtin.copy:',
-    // A heading line, so that no refusals is still content.
-    `        content: "refusals:\\n{{ lookup('ansible.builtin.template', '${path.join(ROOT, TYPES_TEMPLATE)}') }}"`,
-    `        dest: ${path.join(dir, 'refusals.txt')}`,
-    '        mode: "0600"',
-    '',
-  ].join('\n'));
-  const vars = defaultFiles().flatMap((f) => ['-e', `@${f}`]);
-  const r = await runCommand(PLAYBOOK, ['-i', 'localhost,', play, ...vars, '-e', 'tunekit_nginx_version=1.22.1',
-    '-e', `ansible_python_interpreter=${path.join(ROOT, '.venv/bin/python')}`, ...extra], {
-    cwd: dir, env: { ANSIBLE_NOCOLOR: '1' }, timeoutMs: 300000,
-  });
-  assert.equal(r.code, 0, r.stdout + r.stderr);
-  const text = fs.readFileSync(path.join(dir, 'refusals.txt'), 'utf8');
-  const [heading, ...lines] = text.split('\n');
-  assert.equal(heading, 'refusals:');
-  return lines.map((l) => l.trim()).filter(Boolean);
-}
+const typeRefusals = (t, extra) => templateLines(t, TYPES_TEMPLATE, extra);
 
 test('the defaults pass the role\'s type check', async (t) => {
   assert.deepEqual(await typeRefusals(t, []), []);

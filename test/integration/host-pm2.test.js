@@ -31,7 +31,7 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
   : !NGINX ? 'nginx is not installed (apt-get install nginx)'
     : false;
 
-const { sleep, until } = require('../lib/util');
+const { until } = require('../lib/util');
 const { freePort } = require('../../lib/proc');
 
 
@@ -138,11 +138,14 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
   // Bounded load: stopped once the reloads are done, or after 120 s.
   const started = Date.now();
   let done = false;
-  const load = bodies.load(`http://127.0.0.1:${ctx.port}/`, () => done || Date.now() - started > 120_000, { connections: 12 });
+  const live = {};
+  const connections = 12;
+  const load = bodies.load(`http://127.0.0.1:${ctx.port}/`, () => done || Date.now() - started > 120_000, { connections, live });
   let pids = before.map((p) => p.pid).sort();
   try {
-    await sleep(1000);
     for (let i = 1; i <= 3; i++) {
+      // Each reload goes out once the load flows (a request a connection finished since the last one).
+      await bodies.flowing(live, `before reload ${i}`, connections);
       // The second reload goes through the ecosystem file, whose stale-socket
       // check must leave the live socket alone.
       await pm2(ctx, ['reload', i === 2 ? ctx.eco : name]);
@@ -157,8 +160,8 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
       assert.equal(st.gid, 65534, `socket group after reload ${i}`);
       assert.equal(st.ino, born.ino, `reload ${i} kept the same socket (the daemon holds it)`);
       assert.equal(st.birthtimeMs, born.birthtimeMs, `reload ${i} did not re-create the socket`);
-      await sleep(1000);
     }
+    await bodies.flowing(live, 'after the last reload', connections);
   } finally {
     done = true;
   }

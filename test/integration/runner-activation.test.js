@@ -11,6 +11,8 @@ const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
 const h = require('../fixtures/runner/harness');
+const { alive } = require('../../lib/proc');
+const { until } = require('../lib/util');
 
 function hasCommand(cmd) {
   try {
@@ -22,9 +24,9 @@ function hasCommand(cmd) {
 }
 
 async function waitForFile(p, timeoutMs = 10000) {
-  const until = Date.now() + timeoutMs;
+  const deadline = Date.now() + timeoutMs;
   while (!fs.existsSync(p)) {
-    if (Date.now() > until) throw new Error(`${p} did not appear`);
+    if (Date.now() > deadline) throw new Error(`${p} did not appear`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -50,7 +52,8 @@ test('systemd-socket-activate: the runner serves on the inherited fd 3 and leave
     assert.equal(listen.owner, 'inherited');
     assert.equal(listen.pid, r.pid, 'LISTEN_PID was the runner itself (exec in place)');
 
-    const results = await h.requests(sock, 200, { concurrency: 10 });
+    // Until both workers have answered (at most 30 s), not a count.
+    const results = await h.requestsUntil(sock, h.fromWorkers(2), { concurrency: 10 });
     assert.ok(results.every((res) => res.status === 200));
     assert.deepEqual(new Set(results.map((res) => res.json.pid)), new Set(ready.workers), 'both workers accept on the inherited socket');
 
@@ -124,7 +127,7 @@ test('a foreign cluster primary (PM2 cluster mode\'s shape): worker.js reads TUN
   // A worker's own shutdown (PM2 sends SIGINT) drains and exits without unlinking:
   // the foreign primary still holds the socket for the other worker.
   process.kill(ready.workers[0], 'SIGINT');
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  await until(`worker ${ready.workers[0]} to exit after SIGINT`, () => !alive(ready.workers[0]));
   assert.equal(fs.lstatSync(sock).ino, ino, 'socket still there after one worker left');
   const after = await h.request(sock, '/');
   assert.equal(after.json.pid, ready.workers[1]);

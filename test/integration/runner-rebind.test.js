@@ -18,6 +18,9 @@ const { sleep } = require('../lib/util');
 
 const group = h.someGroup();
 const CHECK_MS = 100;
+// Five check intervals in which nothing more may happen: a window, not a wait for
+// an event (the absence in it is what the tests that use it assert).
+const quietWindow = () => sleep(CHECK_MS * 5);
 
 /** A runner of 2 workers on DIR/app.sock, checking every CHECK_MS (or checkMs), ready. */
 async function startRunner(t, { extra = [], checkMs = CHECK_MS, module = null, env = {} } = {}) {
@@ -114,7 +117,7 @@ test('another socket renamed over ours: left alone and answering, socket-replace
   assert.equal(ev.path, sock);
   assert.equal(ev.level, 'warn');
   assert.match(ev.fix, /move it away \(the runner then binds .*app\.sock again within 100 ms\)/);
-  await sleep(CHECK_MS * 5);
+  await quietWindow();
   assert.equal(count(r, 'socket-replaced'), 1, 'said once');
   assert.equal(count(r, 'socket-rebound'), 0);
   assert.equal(fs.lstatSync(sock).ino, theirs, 'their socket is still at the path');
@@ -137,7 +140,7 @@ test('a regular file renamed over our socket: left intact, socket-replaced once,
   fs.writeFileSync(`${sock}.tmp`, 'precious data\n');
   fs.renameSync(`${sock}.tmp`, sock);
   await r.waitFor('socket-replaced');
-  await sleep(CHECK_MS * 5);
+  await quietWindow();
   assert.equal(count(r, 'socket-replaced'), 1);
   assert.equal(count(r, 'socket-rebound'), 0);
   r.signal('SIGTERM');
@@ -149,7 +152,8 @@ test('a regular file renamed over our socket: left intact, socket-replaced once,
 test('the check off (tunekit_app_socket_check_ms=0): a deleted socket stays deleted', async (t) => {
   const { sock, r } = await startRunner(t, { checkMs: 0 });
   fs.unlinkSync(sock);
-  // Longer than the default interval (1000 ms).
+  // A window longer than the default interval (1000 ms) in which nothing may rebind
+  // the path (the absence is what is tested).
   await sleep(1500);
   assert.equal(fs.existsSync(sock), false, 'nothing bound the path again');
   await assert.rejects(h.request(sock), { code: 'ENOENT' });
@@ -186,7 +190,7 @@ test('round-robin: a deleted socket is said once (socket-gone, with the fix), no
   assert.equal(ev.path, sock);
   assert.match(ev.reason, /round-robin/);
   assert.match(ev.fix, /restart the app/);
-  await sleep(CHECK_MS * 5);
+  await quietWindow();
   assert.equal(count(r, 'socket-gone'), 1, 'said once');
   assert.equal(count(r, 'socket-rebound'), 0);
   assert.equal(fs.existsSync(sock), false);

@@ -11,6 +11,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const autocannon = require('autocannon');
 const h = require('../fixtures/runner/harness');
+const { until } = require('../lib/util');
 
 const group = h.someGroup();
 
@@ -18,14 +19,40 @@ function args(sock, extra = []) {
   return ['--listen', `unix:${sock}`, '--workers', '2', '--socket-group', group.name, ...extra];
 }
 
-/** Bounded load over the UDS: `seconds` long, `connections` keep-alive connections. */
-function load(sock, { seconds = 5, connections = 20 } = {}) {
-  return autocannon({
-    url: 'http://localhost/',
-    socketPath: sock,
-    connections,
-    duration: seconds,
-  });
+/**
+ * Load over the UDS on `connections` keep-alive connections until stop(), at most
+ * 60 s. flowing(what) resolves once `connections` more answers have come than at
+ * the call: the load is running, whatever the machine's speed. stop() resolves
+ * autocannon's result.
+ */
+function load(sock, { connections = 20 } = {}) {
+  const run = autocannon({ url: 'http://localhost/', socketPath: sock, connections, duration: 60 });
+  let answered = 0;
+  run.on('response', () => { answered += 1; });
+  return {
+    flowing(what) {
+      const from = answered;
+      return until(`${connections} answers of the load ${what}`, () => answered >= from + connections, 30_000, 20);
+    },
+    stop() {
+      run.stop();
+      return run;
+    },
+  };
+}
+
+/** SIGHUP once the load flows; the load stopped once it flows after reload-done: that event and autocannon's result. */
+async function hupUnderLoad(r, sock, connections) {
+  const run = load(sock, { connections });
+  try {
+    await run.flowing('before the SIGHUP');
+    r.signal('SIGHUP');
+    const done = await r.waitFor('reload-done');
+    await run.flowing('after the restart');
+    return { done, result: await run.stop() };
+  } finally {
+    run.stop();
+  }
 }
 
 test('SIGTERM while a 1 s request is in flight: it completes with 200, exit 0, socket gone', async (t) => {
@@ -33,11 +60,11 @@ test('SIGTERM while a 1 s request is in flight: it completes with 200, exit 0, s
   const sock = path.join(dir, 'app.sock');
   const r = h.start(t, { args: args(sock) });
   await r.ready();
-  const inflight = h.request(sock, '/?delay_ms=1000');
-  // Signal once the request is being served (a worker has accepted it).
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  const inflight = h.inFlight(sock, '/?delay_ms=1000');
+  // Signal once the request is being served (a worker has accepted and read it).
+  await inflight.read;
   r.signal('SIGTERM');
-  const res = await inflight;
+  const res = await inflight.answer;
   assert.equal(res.status, 200);
   assert.equal(res.json.ok, true);
   assert.equal(res.headers.connection, 'close', 'a response during the drain tells the client not to reuse the connection');
@@ -53,11 +80,12 @@ test('SIGTERM with a request longer than --drain-timeout: cut at the timeout by 
   const sock = path.join(dir, 'app.sock');
   const r = h.start(t, { args: args(sock, ['--drain-timeout', '1']) });
   await r.ready();
-  const inflight = h.request(sock, '/?delay_ms=20000').then(() => 'answered', (err) => err.code || err.message);
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  const inflight = h.inFlight(sock, '/?delay_ms=20000');
+  const outcome = inflight.answer.then(() => 'answered', (err) => err.code || err.message);
+  await inflight.read;
   r.signal('SIGTERM');
   const { code } = await r.exited;
-  assert.notEqual(await inflight, 'answered', 'the 20 s request was cut, not waited for');
+  assert.notEqual(await outcome, 'answered', 'the 20 s request was cut, not waited for');
   assert.ok(r.events.some((e) => e.event === 'worker-drain-timeout'), 'the forced close is logged');
   // The worker closes what is left at the drain timeout and exits 0 itself: the
   // stop is orderly, so the primary exits 0. Exit 1 is kept for a worker that
@@ -67,18 +95,14 @@ test('SIGTERM with a request longer than --drain-timeout: cut at the timeout by 
   assert.equal(fs.existsSync(sock), false);
 });
 
-test('SIGHUP under load (5 s, 20 connections): every worker pid changes, 0 errors, 0 non-2xx', async (t) => {
+test('SIGHUP under load (20 connections): every worker pid changes, 0 errors, 0 non-2xx', async (t) => {
   const dir = h.tmpDir(t);
   const sock = path.join(dir, 'app.sock');
   const r = h.start(t, { args: args(sock) });
   const ready = await r.ready();
   const ino = fs.lstatSync(sock).ino;
 
-  const run = load(sock, { seconds: 5, connections: 20 });
-  await new Promise((resolve) => setTimeout(resolve, 1000));
-  r.signal('SIGHUP');
-  const done = await r.waitFor('reload-done');
-  const result = await run;
+  const { done, result } = await hupUnderLoad(r, sock, 20);
 
   assert.equal(result.errors, 0, 'no connection errors');
   assert.equal(result.timeouts, 0, 'no timeouts');
@@ -105,11 +129,7 @@ for (const strategy of ['round-robin', 'per-worker']) {
     const r = h.start(t, { args: args(sock, ['--strategy', strategy]) });
     const ready = await r.ready();
     const target = strategy === 'per-worker' ? ready.sockets[0] : sock;
-    const run = load(target, { seconds: 3, connections: 10 });
-    await new Promise((resolve) => setTimeout(resolve, 700));
-    r.signal('SIGHUP');
-    const done = await r.waitFor('reload-done');
-    const result = await run;
+    const { done, result } = await hupUnderLoad(r, target, 10);
     assert.equal(result.errors, 0);
     assert.equal(result.non2xx, 0);
     for (const pid of ready.workers) assert.ok(!done.workers.includes(pid));
@@ -123,15 +143,18 @@ test('kill -9 of a worker under load: a new worker serves within 1 s', async (t)
   const ready = await r.ready();
   // Steady state: the warm spare has loaded (it is forked once the cluster is ready).
   await r.waitFor('spare-ready');
-  // Steady traffic (10 connections, 2000 req/s in all, 4 s) in its own process, so
-  // it does not delay this process's probes. Not a saturating load: on a shared
-  // 2-core machine that would measure the scheduler, not the runner.
+  // Steady traffic (10 connections, 2000 req/s in all) in its own process, so it
+  // does not delay this process's probes, until the new worker has answered (at
+  // most 60 s). Not a saturating load: on a shared 2-core machine that would
+  // measure the scheduler, not the runner.
   const background = spawn(process.execPath, [
-    require.resolve('autocannon/autocannon.js'), '-c', '10', '-R', '2000', '-d', '4', '-S', sock, 'http://localhost/',
+    require.resolve('autocannon/autocannon.js'), '-c', '10', '-R', '2000', '-d', '60', '-S', sock, 'http://localhost/',
   ], { stdio: 'ignore' });
   const backgroundDone = new Promise((resolve) => background.on('exit', resolve));
   t.after(() => { if (background.exitCode === null) background.kill('SIGKILL'); });
-  await new Promise((resolve) => setTimeout(resolve, 1000));
+  // The kill goes out once the traffic runs: its 10 connections accepted by the workers.
+  await until('the background load\'s 10 connections to be accepted',
+    () => h.accepted(sock).filter((c) => ready.workers.includes(c.pid)).length >= 10, 30_000, 50);
 
   const victim = ready.workers[0];
   const killedAt = performance.now();
@@ -147,6 +170,7 @@ test('kill -9 of a worker under load: a new worker serves within 1 s', async (t)
       }
     }
   }
+  background.kill('SIGINT');
   await backgroundDone;
   assert.ok(firstNew, 'a new worker answered');
   // The warm spare takes the listener at once; a new spare is forked with backoff.
@@ -168,7 +192,8 @@ test('kill -9 with no spare (spareWorkers=0): the worker is respawned with backo
   const respawn = await r.waitFor('respawn');
   assert.equal(respawn.in_ms, 100, 'first respawn after tunekit_app_respawn_backoff_ms');
   const fresh = await r.waitFor('worker-ready', (e) => !ready.workers.includes(e.worker_pid));
-  const results = await h.requests(sock, 60, { concurrency: 6 });
+  // Until the respawned worker has answered (at most 30 s), not a count.
+  const results = await h.requestsUntil(sock, (rs) => rs.some((res) => res.json && res.json.pid === fresh.worker_pid), { concurrency: 6 });
   assert.ok(results.some((res) => res.json.pid === fresh.worker_pid), 'the respawned worker serves');
   assert.equal(r.events.some((e) => e.event === 'spare-start'), false);
 });

@@ -16,7 +16,7 @@ function runArgs(sock, strategy, extra = []) {
 }
 
 for (const strategy of ['shared', 'round-robin']) {
-  test(`${strategy}: 200 requests over the UDS reach both workers`, async (t) => {
+  test(`${strategy}: requests over the UDS reach both workers`, async (t) => {
     const dir = h.tmpDir(t);
     const sock = path.join(dir, 'app.sock');
     const r = h.start(t, { args: runArgs(sock, strategy) });
@@ -24,8 +24,9 @@ for (const strategy of ['shared', 'round-robin']) {
     assert.equal(ready.listen, `unix:${sock}`);
     assert.equal(ready.workers.length, 2);
 
-    const results = await h.requests(sock, 200, { concurrency: 10 });
-    assert.equal(results.length, 200);
+    // Until both workers have answered (at most 30 s), not a count: with a shared
+    // listener, a fast worker may take every connection of a short run.
+    const results = await h.requestsUntil(sock, h.fromWorkers(2), { concurrency: 10 });
     assert.ok(results.every((res) => res.status === 200 && res.json.ok === true), 'every request answered 200 {"ok":true}');
     const pids = new Set(results.map((res) => res.json.pid));
     assert.deepEqual([...pids].sort(), [...ready.workers].sort(), `both workers served (saw ${[...pids]})`);

@@ -5,6 +5,9 @@
 // - every render (uds, tcp, per-worker, stock) for each release's own nginx
 //   passes that nginx's `nginx -t` (1.18 on bullseye, as Ubuntu 22.04; 1.22 on
 //   bookworm; 1.26 on trixie; the newest on sid);
+// - the TLS render offers the key-exchange groups each release's OpenSSL has:
+//   X25519MLKEM768 first from OpenSSL 3.5 (trixie, sid), where a client of the
+//   same release negotiates it, and X25519 first before (bullseye, bookworm);
 // - a render for an nginx below the floor is refused, writing nothing;
 // - on Node 12 (bullseye, as Ubuntu 22.04) the CLI and the runner print one line
 //   and exit 1; on bookworm's Node 18 and sid's newest Node the runner serves.
@@ -18,6 +21,8 @@ const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { ROOT, compareVersions } = require('../../lib/template');
 const { MIN_NODE } = require('../../app/node-version');
+const { opensslOf } = require('../../lib/nginx');
+const { freePort } = require('../../lib/proc');
 const { ensureRootfsAll, runInRootfs } = require('../lib/nspawn');
 
 const SUITES = ['bullseye', 'bookworm', 'trixie', 'sid'];
@@ -30,7 +35,8 @@ const RENDERS = [
   { name: 'stock', varsFiles: [profile('stock.yml')], set: [] },
 ];
 const { features } = config.loadDefaults().tunekit_nginx_versions;
-const versions = {}; // suite -> { nginx, node }
+const { mlkem_hybrid: mlkem } = config.loadDefaults().tunekit_openssl_versions.features;
+const versions = {}; // suite -> { nginx, node, openssl }
 
 function tmpdir(t, prefix) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -41,11 +47,12 @@ function tmpdir(t, prefix) {
 test.before(async () => {
   await ensureRootfsAll(SUITES);
   await Promise.all(SUITES.map(async (suite) => {
-    const r = await runInRootfs(suite, 'nginx -v 2>&1; node --version');
+    const r = await runInRootfs(suite, 'nginx -V 2>&1; node --version');
     assert.equal(r.code, 0, `${suite}: ${r.stderr}`);
     versions[suite] = {
       nginx: /nginx\/(\d+\.\d+\.\d+)/.exec(r.stdout)[1],
       node: /v(\d+\.\d+\.\d+)/.exec(r.stdout)[1],
+      openssl: opensslOf(r.stdout),
     };
   }));
   process.stderr.write(`versions: ${JSON.stringify(versions)}\n`);
@@ -71,6 +78,38 @@ for (const suite of SUITES) {
     }
   });
 }
+
+for (const suite of SUITES) {
+  test(`${suite}: the TLS render offers the key-exchange groups its OpenSSL has, and its own client negotiates the first`, async (t) => {
+    const { nginx, openssl } = versions[suite];
+    const hybrid = compareVersions(openssl, mlkem.since) >= 0;
+    const dir = tmpdir(t, `tunekit-groups-${suite}-`);
+    const [port, tlsPort] = [await freePort(), await freePort()];
+    const vars = config.resolve({ set: [`tunekit_nginx_version=${nginx}`, `tunekit_nginx_openssl_version=${openssl}`,
+      'tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1', `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`] });
+    renderer.render(vars, dir, { prefix: true });
+    const curve = /^ssl_ecdh_curve (.+);$/m.exec(fs.readFileSync(path.join(dir, 'etc/nginx/tunekit/tls.conf'), 'utf8'));
+    assert.equal(curve && curve[1], `${hybrid ? 'X25519MLKEM768:' : ''}X25519:prime256v1:secp384r1`, `${suite}: OpenSSL ${openssl}`);
+    // nginx of that release serves it on loopback; that release's openssl
+    // s_client, with its default groups, reports the group the server chose.
+    const conf = `${dir}/etc/nginx/nginx.conf`;
+    const script = [
+      `nginx -c ${conf} || exit 3`,
+      `echo | openssl s_client -connect 127.0.0.1:${tlsPort} -brief 2>&1 | grep -iE 'negotiated.*group|temp key'`,
+      `nginx -c ${conf} -s quit`,
+    ].join('\n');
+    const r = await runInRootfs(suite, script, { binds: { [dir]: dir }, timeoutMs: 60000 });
+    assert.equal(r.code, 0, `${suite} nginx ${nginx} / OpenSSL ${openssl}: ${r.stdout}\n${r.stderr}`);
+    // OpenSSL 3.5 names the negotiated group; older ones the server's temporary key.
+    assert.match(r.stdout, hybrid ? /Negotiated TLS1\.3 group: X25519MLKEM768/ : /(Server|Peer) Temp Key: X25519\b/,
+      `${suite} (OpenSSL ${openssl}) negotiated:\n${r.stdout}`);
+  });
+}
+
+test('trixie and sid carry OpenSSL 3.5 or later, bullseye and bookworm older: both branches of the groups are exercised', () => {
+  for (const s of ['trixie', 'sid']) assert.ok(compareVersions(versions[s].openssl, mlkem.since) >= 0, `${s} OpenSSL ${versions[s].openssl}`);
+  for (const s of ['bullseye', 'bookworm']) assert.ok(compareVersions(versions[s].openssl, mlkem.since) < 0, `${s} OpenSSL ${versions[s].openssl}`);
+});
 
 test('bullseye carries an nginx below 1.19.10, so the left-out branch is exercised', () => {
   assert.ok(compareVersions(versions.bullseye.nginx, features.keepalive_time.since) < 0, `bullseye nginx ${versions.bullseye.nginx}`);

@@ -20,6 +20,7 @@ const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
 const { runCommand } = require('./util');
+const { defaultFiles } = require('../../lib/config');
 
 const ROOT = path.resolve(__dirname, '../..');
 const ANSIBLE_DIR = path.join(ROOT, 'ansible');
@@ -99,6 +100,41 @@ function get(ip, port, urlPath, { host } = {}) {
   });
 }
 
+/**
+ * The non-empty lines one of the role's templates prints on the controller under
+ * real Ansible (a template lookup, as the tunekit role's checks render it), with
+ * the definition's defaults and `extra` arguments (a later -e wins). varsFiles
+ * are loaded first with include_vars, as the role loads vars/rules.yml.
+ */
+async function templateLines(t, template, extra, { varsFiles = [] } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-ansible-lookup-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const play = path.join(dir, 'play.yml');
+  fs.writeFileSync(play, [
+    '- hosts: localhost',
+    '  gather_facts: false',
+    '  connection: local',
+    '  tasks:',
+    ...varsFiles.flatMap((f) => ['    - name: Load the variables of a role file', `      ansible.builtin.include_vars: ${path.join(ROOT, f)}`]),
+    '    - name: Write the lines the template prints',
+    '      ansible.builtin.copy:',
+    // A heading line, so that no lines is still content.
+    `        content: "lines:\\n{{ lookup('ansible.builtin.template', '${path.join(ROOT, template)}') }}"`,
+    `        dest: ${path.join(dir, 'lines.txt')}`,
+    '        mode: "0600"',
+    '',
+  ].join('\n'));
+  const vars = defaultFiles().flatMap((f) => ['-e', `@${f}`]);
+  const r = await runCommand(PLAYBOOK, ['-i', 'localhost,', play, ...vars, '-e', 'tunekit_nginx_version=1.22.1',
+    '-e', `ansible_python_interpreter=${path.join(ROOT, '.venv/bin/python')}`, ...extra], {
+    cwd: dir, env: { ANSIBLE_NOCOLOR: '1' }, timeoutMs: 300000,
+  });
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  const [heading, ...lines] = fs.readFileSync(path.join(dir, 'lines.txt'), 'utf8').split('\n');
+  assert.equal(heading, 'lines:');
+  return lines.map((l) => l.trim()).filter(Boolean);
+}
+
 /** A command on a host over SSH that must succeed; its trimmed stdout. */
 async function sh(host, cmd) {
   const r = await host.ssh(cmd);
@@ -106,4 +142,4 @@ async function sh(host, cmd) {
   return r.stdout.trim();
 }
 
-module.exports = { createRunner, tailOf, get, sh, ROOT, ANSIBLE_DIR, PLAYBOOK };
+module.exports = { createRunner, templateLines, tailOf, get, sh, ROOT, ANSIBLE_DIR, PLAYBOOK };

@@ -37,9 +37,9 @@ const EXEMPT = [
   [/^node bin\/tunekit\.js render --out \/tmp\/host --vars my\.yml/, 'renders the vars file the reader wrote in the previous step; the same render with a vars file is run from nginx/README.md'],
   [/^node bin\/tunekit\.js (doctor|sysctl apply \/etc\/)/, 'reads or changes this host\'s live nginx/sysctl: doctor is run against live stacks by test/integration/doctor.test.js, sysctl apply by test/integration/sysctl*.test.js'],
   [/^node bin\/tunekit\.js demo --keep\b/, 'leaves a stack running: test/integration/demo.test.js runs it, then the doctor and stop commands it prints'],
-  [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: test/unit/render-reference.test.js checks it is current'],
+  [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: npm run generate writes it, test/unit/generate.test.js checks it is current'],
   [/^npm run setup:ansible\b/, 'installs Python packages from PyPI into .venv'],
-  [/^node lib\/config\/vartable\.js --write\b/, 'rewrites docs; test/unit/vartable.test.js checks the committed tables are current'],
+  [/^npm run generate$/, 'rewrites the generated files of this tree: test/unit/generate.test.js runs it in a copy of the repository (the --check form is run here)'],
   [/^node bin\/tunekit\.js profile(?! --help)/, 'perf and strace on a live stack under load (or on a deployed unit): test/integration/profile.test.js runs it'],
   [/^apt-get install\b/, 'installs Debian packages on this host'],
 ];

@@ -43,6 +43,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { alive } = require('../../lib/proc');
+const { runInRoot } = require('../../lib/chroot');
 const { sleep, runCommand } = require('./util');
 
 // Debian suites the tests boot. trixie (Debian 13) is the default lab host;
@@ -150,20 +151,7 @@ async function ensureRootfsAll(suites, { log = (m) => process.stderr.write(`nspa
  * Node needs its /usr/share/nodejs). Resolves {code, stdout, stderr}.
  */
 function runInRootfs(suite, script, { binds = {}, timeoutMs = 60000 } = {}) {
-  const root = rootfsPath(suite);
-  for (const inside of Object.values(binds)) {
-    if (!inside.startsWith('/tmp/') && !fs.existsSync(path.join(root, inside))) {
-      throw new Error(`runInRootfs: bind target ${inside} is neither in the rootfs nor under /tmp/ (a tmpfs); the cached rootfs stays untouched`);
-    }
-  }
-  const mounts = [
-    `mount -t tmpfs tunekit-tmp ${root}/tmp`,
-    `mount -t tmpfs tunekit-run ${root}/run`,
-    `mount -t proc proc ${root}/proc`,
-    ...Object.entries(binds).map(([host, inside]) => `mkdir -p ${root}${inside} && mount --bind ${host} ${root}${inside}`),
-  ];
-  const outer = `set -e; mount --make-rprivate /; ${mounts.join('; ')}; exec chroot ${root} /bin/sh -c "$0"`;
-  return runCommand('unshare', ['--mount', '--fork', '--pid', '/bin/sh', '-c', outer, script], { timeoutMs });
+  return runInRoot(rootfsPath(suite), script, { binds, timeoutMs });
 }
 
 // debootstrap mounts /proc and /sys inside its target; a failed build may

@@ -6,12 +6,13 @@
 // The load balancer is played by the test's own client: the drain and enable
 // hooks create and remove a file per host in a directory on the controller, and
 // the client sends each request to the next host whose file is absent, over a
-// new connection, to the hosts' own addresses. Bounded in requests and time.
+// new connection, to the hosts' own addresses. Bounded by stop() and in time.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const ansible = require('./ansible');
+const { sleep, until } = require('./util');
 
 const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
@@ -26,16 +27,16 @@ function request(h, port) {
 
 /**
  * Clients that keep asking the hosts not drained (no DIR/<name>.out), round
- * robin, until stop() or a bound. stop() resolves the tally.
+ * robin, until stop() or maxMs. stop() resolves the tally; answered(what)
+ * resolves once every host has answered again since the call.
  */
-function startLoad(hosts, port, dir, { clients = 3, pauseMs = 100, maxRequests = 20000, maxMs = 600000 } = {}) {
+function startLoad(hosts, port, dir, { clients = 3, pauseMs = 100, maxMs = 600000 } = {}) {
   const tally = { requests: 0, failures: [], perHost: Object.fromEntries(hosts.map((h) => [h.name, { requests: 0, releases: [] }])) };
-  const until = Date.now() + maxMs;
+  const deadline = Date.now() + maxMs;
   let stopped = false;
   let next = 0;
-  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   async function client() {
-    while (!stopped && Date.now() < until && tally.requests < maxRequests) {
+    while (!stopped && Date.now() < deadline) {
       const open = hosts.filter((h) => !fs.existsSync(path.join(dir, `${h.name}.out`)));
       if (!open.length) {
         await sleep(50);
@@ -53,6 +54,10 @@ function startLoad(hosts, port, dir, { clients = 3, pauseMs = 100, maxRequests =
   }
   const running = Promise.all(Array.from({ length: clients }, client));
   return {
+    answered(what) {
+      const from = hosts.map((h) => tally.perHost[h.name].requests);
+      return until(`every host to answer the load ${what}`, () => hosts.every((h, i) => tally.perHost[h.name].requests > from[i]), 60000);
+    },
     async stop() {
       stopped = true;
       await running;
@@ -98,11 +103,11 @@ async function rolloutSteps({ step, hosts, runner, vars }) {
     let r;
     let tally;
     try {
-      // Let the load reach both hosts before the first is drained.
-      await new Promise((done) => setTimeout(done, 1000));
+      await load.answered('before the first host is drained');
       r = await runner.playbook([...rollout, '-e', app('fleet-app')]);
+      // The client sees each host's new release: every host answers again after the rollout.
+      if (r.code === 0) await load.answered('after the rollout');
     } finally {
-      await new Promise((done) => setTimeout(done, 1000));
       tally = await load.stop();
     }
     assert.equal(r.code, 0, `the rollout failed (log ${r.log}):\n${tailOf(r.out)}`);

@@ -5,6 +5,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const config = require('../../lib/config');
+const { RULES_FILE } = require('../../lib/config/rules');
 
 test('defaults resolve with derived cross-layer values', () => {
   const v = config.resolve();
@@ -99,12 +100,31 @@ test('--set keeps the text of a string tunable and types a numeric one', () => {
   assert.equal(q.tunekit_nginx_proxy_http_version, '1.1', 'YAML quotes are stripped');
 });
 
-test('an enum is checked once, from its Type line (checks.j2 lists no values of its own)', () => {
-  const checks = fs.readFileSync(path.join(__dirname, '../..', config.CHECKS_TEMPLATE), 'utf8');
-  for (const key of ['tunekit_upstream_kind', 'tunekit_profile', 'tunekit_nginx_host_mode']) {
-    assert.doesNotMatch(checks, new RegExp(`${key} not in`), `${key}'s values are listed in checks.j2`);
+test('an enum is checked once, from its Type line (the cross-layer rules list no values of their own)', () => {
+  const checks = fs.readFileSync(path.join(__dirname, '../..', RULES_FILE), 'utf8');
+  for (const key of ['tunekit_upstream_kind', 'tunekit_profile', 'tunekit_nginx_host_mode', 'tunekit_nginx_access_log', 'tunekit_nginx_reuseport']) {
+    assert.doesNotMatch(checks, new RegExp(`${key} not in`), `${key}'s values are listed in ${RULES_FILE}`);
   }
   assert.deepEqual(config.choices('tunekit_upstream_kind'), ['uds', 'tcp', 'per-worker']);
   assert.throws(() => config.resolve({ set: ['tunekit_upstream_kind=udp'] }),
     { message: 'tunekit_upstream_kind=udp (from --set tunekit_upstream_kind=udp) is not enum uds | tcp | per-worker: expected one of uds, tcp, per-worker' });
+});
+
+test('the key-exchange groups follow the OpenSSL nginx runs with: X25519MLKEM768 first from 3.5, X25519 first before or when unknown', () => {
+  const { opensslOf } = require('../../lib/nginx');
+  // `nginx -V`: the running library wins over the one nginx was built with.
+  assert.equal(opensslOf('nginx version: nginx/1.22.1\nbuilt with OpenSSL 3.0.22 25 Aug 2026 (running with OpenSSL 3.0.19 27 Jan 2026)\n'), '3.0.19');
+  assert.equal(opensslOf('nginx version: nginx/1.18.0\nbuilt with OpenSSL 1.1.1w  11 Sep 2023\n'), '1.1.1');
+  assert.equal(opensslOf('nginx version: nginx/1.26.3\nbuilt without OpenSSL\n'), null);
+  const groups = (set) => config.resolve({ set }).tunekit_nginx_tls_ecdh_curve;
+  const since = config.loadDefaults().tunekit_openssl_versions.features.mlkem_hybrid.since;
+  assert.equal(groups([`tunekit_nginx_openssl_version=${since}`]), 'X25519MLKEM768:X25519:prime256v1:secp384r1');
+  assert.equal(groups(['tunekit_nginx_openssl_version=3.6.5']), 'X25519MLKEM768:X25519:prime256v1:secp384r1');
+  assert.equal(groups(['tunekit_nginx_openssl_version=3.4.9']), 'X25519:prime256v1:secp384r1');
+  // Rendering for another host's nginx version: its OpenSSL is not the local one.
+  const other = config.resolve({ set: ['tunekit_nginx_version=1.26.3'] });
+  assert.equal(other.tunekit_nginx_openssl_version, '');
+  assert.equal(other.tunekit_nginx_tls_ecdh_curve, 'X25519:prime256v1:secp384r1');
+  // A list of one's own wins.
+  assert.equal(groups(['tunekit_nginx_openssl_version=3.5.9', 'tunekit_nginx_tls_ecdh_curve=X25519']), 'X25519');
 });

@@ -189,6 +189,16 @@ test('--prefix moves every path into the tree, runs as the caller and creates ru
   assert.equal(fs.statSync(path.join(dir, 'run/tunekit-app')).mode & 0o777, 0o750);
 });
 
+test('--prefix with nginxUser (the local stack as on a host): nginx runs as that user, the socket is in its group', (t) => {
+  const { read, res } = renderSet(t, {}, { prefix: true, nginxUser: 'www-data' });
+  assert.match(read('etc/nginx/nginx.conf'), line(0, 'user www-data;'));
+  assert.equal(JSON.parse(read('etc/tunekit-app/app.json')).socketGroup, 'www-data');
+  assert.equal(res.vars.tunekit_socket_group, 'www-data', 'the cross-layer checks saw the group app.json binds with');
+  assert.equal(res.vars.tunekit_app_user, os.userInfo().username, 'the app still runs as the caller');
+  assert.throws(() => renderSet(t, {}, { prefix: true, nginxUser: 'tunekit-no-such-user' }),
+    /nginx user tunekit-no-such-user does not exist on this machine/);
+});
+
 test('a template that fails to render leaves no file behind, not even the ones before it', (t) => {
   const dir = tmpdir(t);
   const vars = config.resolve();

@@ -5,7 +5,6 @@ const fs = require('node:fs');
 const path = require('node:path');
 const vartable = require('../../lib/config/vartable');
 const { loadDefaults } = require('../../lib/config');
-const { ROOT } = require('../../lib/template');
 
 test('every tunable in the definition has a comment with unit, upstream default and reason', () => {
   const defs = vartable.readDefinition();
@@ -18,15 +17,38 @@ test('every tunable in the definition has a comment with unit, upstream default 
   }
 });
 
-for (const rel of vartable.DOCUMENTS) {
-  test(`the variables table in ${rel} is current`, () => {
-    const file = path.join(ROOT, rel);
-    assert.ok(fs.existsSync(file), `${rel} exists`);
-    const text = fs.readFileSync(file, 'utf8');
-    assert.equal(text, vartable.splice(text, vartable.table(), rel),
-      `${rel} is stale; run: node lib/config/vartable.js --write`);
-  });
-}
+// The tables being current is checked with every other generated file (generate.test.js).
+
+test('only paths are moved under a --prefix tree, and every # Pod: and # Stock: value fits its type', () => {
+  const types = require('../../lib/config/types');
+  const { yamlScalar } = require('../../lib/config/definition');
+  const typeOf = types.readTypes(require('../../lib/config').defaultFiles());
+  for (const d of vartable.readDefinition()) {
+    if (d.prefix) assert.ok(typeOf[d.key].alternatives.some((a) => a.kind === 'path'), `${d.key}: # Prefix: yes on a ${typeOf[d.key].spec}`);
+    for (const text of [d.pod, d.stock].filter((x) => x !== null)) {
+      const value = yamlScalar(text);
+      if (typeof value === 'string' && value.includes('{{')) continue; // checked once rendered (config resolve)
+      assert.equal(types.mismatch(value, typeOf[d.key]), null, `${d.key}: ${text} is not ${typeOf[d.key].spec}`);
+    }
+  }
+});
+
+test('an annotation line outside its grammar is refused, naming the variable and the fix', () => {
+  const os = require('node:os');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-vt-'));
+  try {
+    const file = path.join(tmp, '99-x.yml');
+    const block = (line) => `---\n# Documented.\n# Unit: n | Upstream default: 1 | Why: w\n# Type: path\n${line}\ntunekit_a: /x\n`;
+    fs.writeFileSync(file, block('# Prefix: no'));
+    assert.throws(() => vartable.readDefinition([file]), /99-x\.yml: tunekit_a: "# Prefix: no": write "# Prefix: yes", or leave the line out/);
+    fs.writeFileSync(file, block('# Pod: [a, b]'));
+    assert.throws(() => vartable.readDefinition([file]), /tunekit_a: "# Pod: \[a, b\]": write one value/);
+    fs.writeFileSync(file, block('# Stock: "{{ tunekit_b }}/y"'));
+    assert.deepEqual(vartable.readDefinition([file]).map((d) => [d.key, d.stock, d.what]), [['tunekit_a', '"{{ tunekit_b }}/y"', 'Documented.']]);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
 
 test('a tunable without a comment is refused by the generator, naming it', () => {
   const os = require('node:os');

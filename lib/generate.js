@@ -1,0 +1,173 @@
+'use strict';
+// `npm run generate`: every generated file of the tree, written from the one
+// definition (ansible/roles/tunekit/defaults/main/*.yml) and the templates.
+//
+//   npm run generate              write what changed; print one line per file
+//                                 written or removed (nothing when all is current)
+//   npm run generate -- --check   write nothing; name each file that differs and
+//                                 exit 1 (test/unit/generate.test.js runs this check)
+//
+// GENERATORS is the one list of what is generated. Each entry returns the files
+// it owns ([{file, content}], paths relative to the repository) and the
+// directories it owns whole (a file there that it does not produce is removed).
+// They run in order and see what the ones before produced (the reference
+// renders read the stock profile made just before them) through `ctx`; every
+// file is computed before the first is written, so a generator that fails
+// leaves the tree as it was.
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { ROOT } = require('./template');
+const config = require('./config');
+const { defaultFiles } = require('./config/definition');
+const types = require('./config/types');
+const vartable = require('./config/vartable');
+const { STOCK_PROFILE, stockProfile } = require('./config/stock');
+const renderer = require('./render');
+
+const REFERENCE_DIR = 'docs/reference';
+const REFERENCE_SETS = `${REFERENCE_DIR}/sets.json`;
+
+/** A marked section of a document, rewritten in place. */
+function section(ctx, rel, body, start, end) {
+  return { file: rel, content: vartable.splice(ctx.read(rel), body, rel, start, end) };
+}
+
+/** The reference renders listed in docs/reference/sets.json, each a whole directory. */
+function referenceTrees(ctx) {
+  const sets = JSON.parse(ctx.read(REFERENCE_SETS));
+  const files = [];
+  const dirs = [];
+  for (const [name, set] of Object.entries(sets)) {
+    const dir = `${REFERENCE_DIR}/${name}`;
+    const vars = config.resolve({ varsFiles: set.vars.map((v) => ctx.pathOf(v)), set: set.set });
+    for (const r of renderer.renderAll(vars)) files.push({ file: `${dir}${r.dest}`, content: r.content });
+    dirs.push(dir);
+  }
+  return { files, dirs };
+}
+
+const GENERATORS = [
+  {
+    what: "the Ansible role's type checks, from the # Type: lines",
+    run: () => ({ files: [{ file: types.TYPES_TEMPLATE, content: types.jinjaChecks(types.readTypes(defaultFiles())) }] }),
+  },
+  {
+    what: 'the variables table and the nginx version table, from the comments',
+    run: (ctx) => ({
+      files: [
+        ...vartable.DOCUMENTS.map((rel) => section(ctx, rel, vartable.table(), vartable.START, vartable.END)),
+        section(ctx, vartable.VERSION_DOCUMENT, vartable.versionTable(), vartable.VERSION_START, vartable.VERSION_END),
+      ],
+    }),
+  },
+  {
+    what: 'the stock profile, from the # Stock: lines',
+    run: () => ({ files: [{ file: STOCK_PROFILE, content: stockProfile() }] }),
+  },
+  {
+    what: 'the reference configs (docs/reference/sets.json), rendered from the templates',
+    run: referenceTrees,
+  },
+];
+
+function listFiles(rel) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(path.join(ROOT, d), { withFileTypes: true })) {
+      const p = `${d}/${e.name}`;
+      if (e.isDirectory()) walk(p);
+      else out.push(p);
+    }
+  };
+  if (fs.existsSync(path.join(ROOT, rel))) walk(rel);
+  return out;
+}
+
+function current(rel) {
+  try {
+    return fs.readFileSync(path.join(ROOT, rel), 'utf8');
+  } catch (err) {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/**
+ * Run every generator. write=false changes nothing and only reports.
+ * @returns {{file: string, change: 'written'|'removed'}[]} the files that differ(ed)
+ */
+function generate({ write = true, generators = GENERATORS } = {}) {
+  const pending = new Map(); // file -> content, in the order produced
+  const removed = [];
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-generate-'));
+  const ctx = {
+    read: (rel) => (pending.has(rel) ? pending.get(rel) : fs.readFileSync(path.join(ROOT, rel), 'utf8')),
+    // A path holding the file as generated so far (for readers that take a path).
+    pathOf: (rel) => {
+      if (!pending.has(rel)) return path.join(ROOT, rel);
+      const file = path.join(tmp, rel);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, pending.get(rel));
+      return file;
+    },
+  };
+  try {
+    for (const g of generators) {
+      const { files, dirs = [] } = g.run(ctx);
+      const produced = new Set(files.map((f) => f.file));
+      for (const f of files) pending.set(f.file, f.content);
+      for (const dir of dirs) removed.push(...listFiles(dir).filter((f) => !produced.has(f)));
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  const changes = [];
+  for (const [file, content] of pending) {
+    if (current(file) === content) continue;
+    if (write) renderer.writeAtomic(path.join(ROOT, file), content, 0o644);
+    changes.push({ file, change: 'written' });
+  }
+  for (const file of removed) {
+    if (write) fs.rmSync(path.join(ROOT, file));
+    changes.push({ file, change: 'removed' });
+  }
+  return changes;
+}
+
+/** The --check report: one line per file that differs, and the fix; '' when current. */
+function checkReport(changes) {
+  if (!changes.length) return '';
+  const lines = changes.map((c) => (c.change === 'removed'
+    ? `  ${c.file}: not generated any more (generate removes it)`
+    : `  ${c.file}: differs from what generate writes`));
+  return `${changes.length} generated file(s) out of date:\n${lines.join('\n')}\nrun: npm run generate`;
+}
+
+function main(argv) {
+  const unknown = argv.filter((a) => a !== '--check');
+  if (unknown.length) {
+    console.error(`generate: unknown argument ${unknown[0]}; usage: npm run generate [-- --check]`);
+    return 2;
+  }
+  if (argv.includes('--check')) {
+    const report = checkReport(generate({ write: false }));
+    if (report) console.error(report);
+    return report ? 1 : 0;
+  }
+  for (const c of generate()) console.log(`${c.change === 'removed' ? 'removed' : 'wrote'} ${c.file}`);
+  return 0;
+}
+
+if (require.main === module) {
+  try {
+    process.exitCode = main(process.argv.slice(2));
+  } catch (err) {
+    // A definition or template the generators cannot read: one line, nothing more written.
+    console.error(`generate: ${err.message}`);
+    process.exitCode = 2;
+  }
+}
+
+module.exports = { GENERATORS, generate, checkReport, main };

@@ -1,0 +1,33 @@
+'use strict';
+// The tunekit role's cross-layer check under real Ansible (the pinned ansible-core
+// in .venv/): the role loads vars/rules.yml and renders templates/checks.j2, as
+// its check task does, and refuses a set with the very lines `tunekit render`
+// prints for it (test/unit/rules.test.js holds render and doctor to the table).
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { templateLines } = require('../lib/ansible');
+const config = require('../../lib/config');
+const { RULES_FILE, CHECKS_TEMPLATE } = require('../../lib/config/rules');
+
+const roleRefusals = (t, set) => templateLines(t, CHECKS_TEMPLATE, ['-e', JSON.stringify(set)], { varsFiles: [RULES_FILE] });
+const renderRefusals = (set) => config.checkVars(config.resolve({ overrides: { tunekit_nginx_version: '1.22.1', ...set }, check: false }));
+
+test('the definition passes the role\'s cross-layer check', async (t) => {
+  assert.deepEqual(await roleRefusals(t, {}), []);
+});
+
+test('the role refuses a set with the lines render prints for it, in the table\'s order', async (t) => {
+  const set = { tunekit_app_keepalive_timeout_ms: 1000, tunekit_socket_mode: '0666', tunekit_nginx_proxy_http_version: '1.0', tunekit_nginx_version: '1.16.1' };
+  const expected = renderRefusals(set);
+  assert.equal(expected.length, 4, expected.join('\n'));
+  assert.deepEqual(await roleRefusals(t, set), expected);
+});
+
+test('the stock profile: the role skips the tuning rules and keeps the safety ones, as render does', async (t) => {
+  const set = { tunekit_profile: 'stock', tunekit_upstream_kind: 'tcp', tunekit_app_keepalive_timeout_ms: 1000, tunekit_socket_mode: '0666' };
+  const expected = renderRefusals(set);
+  assert.equal(expected.length, 1, expected.join('\n'));
+  assert.match(expected[0], /^tunekit_socket_mode=0666 must be 0660/);
+  assert.deepEqual(await roleRefusals(t, set), expected);
+});

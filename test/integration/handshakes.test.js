@@ -1,0 +1,41 @@
+'use strict';
+// loadtest/handshakes.js: nginx's CPU per full TLS handshake, by OpenSSL, leaf
+// key and group. One short round against the local nginx (OpenSSL 3.0 on
+// Debian 12) and Debian 13's nginx in its cached root filesystem (OpenSSL 3.5):
+// every pair negotiates the group it was set up for, the hybrid post-quantum
+// group is measured only where the library has it, and every figure is a
+// count of real handshakes.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { compareVersions } = require('../../lib/template');
+const { loadDefaults } = require('../../lib/config');
+const handshakes = require('../../loadtest/handshakes');
+const { ensureRootfsAll } = require('../lib/nspawn');
+
+test('one round: local and Debian 13 fronts, each key and group negotiated and counted', { timeout: 5 * 60 * 1000 }, async () => {
+  const { trixie } = await ensureRootfsAll(['trixie']);
+  const doc = await handshakes.run({ rootfs: [trixie], rounds: 1, seconds: 1, log: () => {} });
+  const { since } = loadDefaults().tunekit_openssl_versions.features.mlkem_hybrid;
+  const byFront = (f) => doc.raw.find((r) => r.front === f);
+  for (const front of ['local', require('node:path').basename(trixie)]) {
+    const r = byFront(front);
+    assert.ok(r, `no round for ${front}`);
+    const hybrid = compareVersions(r.openssl, since) >= 0;
+    const want = ['ec', 'rsa'].flatMap((k) => (hybrid ? ['X25519', 'X25519MLKEM768'] : ['X25519']).map((g) => `${k}/${g}`)).sort();
+    assert.deepEqual(r.results.map((x) => `${x.key}/${x.group}`).sort(), want, `${front} (OpenSSL ${r.openssl})`);
+    for (const x of r.results) {
+      assert.equal(x.negotiated, x.group, `${front} ${x.key}: the server offered ${x.group}, the client negotiated ${x.negotiated}`);
+      assert.ok(x.handshakes > 0 && x.cpuUs > 0 && x.usPerHandshake > 0, `${front} ${x.key}/${x.group}: ${JSON.stringify(x)}`);
+    }
+  }
+  assert.ok(compareVersions(byFront(require('node:path').basename(trixie)).openssl, since) >= 0, 'Debian 13 carries OpenSSL 3.5 or later');
+  const md = handshakes.markdown(doc);
+  assert.match(md, /\| X25519MLKEM768 \| X25519MLKEM768 \|/);
+});
+
+test('bad options are refused by name', () => {
+  assert.throws(() => handshakes.parseArgs(['--rounds', '0']), /--rounds must be a whole number of at least 1, not 0/);
+  assert.throws(() => handshakes.parseArgs(['--nope']), /unknown option --nope; usage: node loadtest\/handshakes\.js/);
+  assert.throws(() => handshakes.parseArgs(['--rootfs']), /--rootfs needs a value/);
+  assert.throws(() => require('../../lib/chroot').chrootArgv('/nonexistent', 'true'), /\/nonexistent is not a root filesystem \(no bin\/sh\); build one with debootstrap/);
+});
