@@ -46,12 +46,17 @@ async function openSocket(t, sock) {
   return ws;
 }
 
+/** Send the runner `signal`; resolves with the WebSocket's close code and reason. */
+function closeOn(r, ws, signal) {
+  const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  r.signal(signal);
+  return closed;
+}
+
 test('SIGTERM with an open WebSocket: the client gets close code 1001, the worker exits without waiting out its drain', async (t) => {
   const { r, sock } = await startApp(t, path.join(h.ROOT, 'examples/websocket.js'));
   const ws = await openSocket(t, sock);
-  const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
-  r.signal('SIGTERM');
-  assert.deepEqual(await closed, { code: 1001, reason: 'server restarting' });
+  assert.deepEqual(await closeOn(r, ws, 'SIGTERM'), { code: 1001, reason: 'server restarting' });
   await stoppedBeforeDrainTimeout(r);
 });
 
@@ -88,9 +93,7 @@ test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cl
 test('SIGTERM with an open WebSocket the app does not close: it goes with the idle connections, the drain is not held', async (t) => {
   const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-app.js'));
   const ws = await openSocket(t, sock);
-  const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
-  r.signal('SIGTERM');
-  assert.equal(await closed, 1006, 'no close frame: the app was not listening for tunekit:drain');
+  assert.equal((await closeOn(r, ws, 'SIGTERM')).code, 1006, 'no close frame: the app was not listening for tunekit:drain');
   await stoppedBeforeDrainTimeout(r);
 });
 
@@ -99,18 +102,14 @@ test('an app that closes its WebSockets a while after the drain starts: the drai
   // connections are closed; an upgraded one must not be among them.
   const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-app.js'), { WS_CLOSE_AFTER_MS: '1000' });
   const ws = await openSocket(t, sock);
-  const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
-  r.signal('SIGTERM');
-  assert.deepEqual(await closed, { code: 1001, reason: 'closed after a flush' });
+  assert.deepEqual(await closeOn(r, ws, 'SIGTERM'), { code: 1001, reason: 'closed after a flush' });
   await stoppedBeforeDrainTimeout(r);
 });
 
 test('SIGHUP (rolling restart) with an open WebSocket: the old worker closes it with 1001, the new one takes the next', async (t) => {
   const { r, sock } = await startApp(t, path.join(h.ROOT, 'examples/websocket.js'));
   const ws = await openSocket(t, sock);
-  const closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
-  r.signal('SIGHUP');
-  assert.equal(await closed, 1001);
+  assert.equal((await closeOn(r, ws, 'SIGHUP')).code, 1001);
   const done = await r.waitFor('reload-done');
   const again = await openSocket(t, sock);
   assert.deepEqual([again.hello.hello], done.workers, 'the client reconnects to the worker that replaced the old one');
