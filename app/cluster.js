@@ -66,6 +66,7 @@ class Primary {
     this.spareTimer = null;
     this.deaths = [];
     this.lastError = null;
+    this.startTimeouts = 0; // failed starts in a row (lifecycle.js START_TIMEOUT_LIMIT)
     this.state = 'starting';
     this.everReady = false;
     this.reloading = false;

@@ -7,6 +7,10 @@
 //                     time for load tests, and a slow request for drain tests.
 //   ?items=N        → the body also carries N records (0..10000, about 80 bytes
 //                     each): a JSON API response big enough for gzip to matter.
+//   GET /events     → a server-sent events stream, one `tick` a second, for ever;
+//                     when the runner starts a drain (process event tunekit:drain)
+//                     it sends `event: drain` and ends, so the stop waits for no
+//                     stream and the client reconnects to a worker that stays.
 
 const cluster = require('node:cluster');
 
@@ -19,6 +23,10 @@ function workerId() {
 
 function handler(req, res) {
   const url = new URL(req.url, 'http://localhost');
+  if (url.pathname === '/events') {
+    events(req, res);
+    return;
+  }
   const body = { ok: true, worker: workerId(), pid: process.pid };
   if (url.pathname === '/healthz') {
     const server = req.socket && req.socket.server;
@@ -40,6 +48,34 @@ function handler(req, res) {
   if (items > 0) body.items = records(items);
   if (delay > 0) setTimeout(send, delay, res, 200, body);
   else send(res, 200, body);
+}
+
+// ---- server-sent events that follow a drain ------------------------------------
+const TICK_MS = 1000;
+const streams = new Set();
+
+function endStreams() {
+  for (const res of streams) res.end('event: drain\ndata: {}\n\n');
+}
+
+function events(req, res) {
+  // Listen once the first stream opens: the runner loads this module in every worker.
+  if (!process.listeners('tunekit:drain').includes(endStreams)) process.on('tunekit:drain', endStreams);
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    // nginx would buffer the stream (proxy_buffering on): pass each event at once.
+    'x-accel-buffering': 'no',
+  });
+  res.write(`retry: ${TICK_MS}\n\n`);
+  const tick = () => res.write(`event: tick\ndata: ${JSON.stringify({ worker: workerId(), pid: process.pid })}\n\n`);
+  tick();
+  const timer = setInterval(tick, TICK_MS);
+  streams.add(res);
+  res.once('close', () => {
+    clearInterval(timer);
+    streams.delete(res);
+  });
 }
 
 // Records shaped like an API listing: repetitive keys, varied values.

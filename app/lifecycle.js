@@ -7,7 +7,7 @@
 // Each function takes the primary `p` (app/cluster.js) and reads or sets:
 //   p.s, p.log, p.listen, p.state ('starting' | 'running' | 'stopping'), p.everReady,
 //   p.slots ([{ n, current, timer }]), p.infos (worker.id -> info), p.spare,
-//   p.spareTimer, p.deaths, p.lastError, p.exitCode;
+//   p.spareTimer, p.deaths, p.lastError, p.startTimeouts (failed starts in a row), p.exitCode;
 // and calls p.forkWorker(env) (cluster.fork), p.fork, p.sendListener, p.takeSpare,
 // p.scheduleSpare, p.bindingOf, p.adoptRoundRobinSocket, p.watchSockets,
 // p.pids, p.shutdown, p.finish.
@@ -18,8 +18,25 @@ const { socketPaths } = require('./settings');
 const { MSG } = require('./ipc');
 const { formatFor } = require('./log');
 
-// A worker must report listening within this long, or it counts as a failed start.
-const START_TIMEOUT_MS = 30000;
+// A worker must report listening within settings.startTimeoutMs, or it is killed
+// as a failed start. This many failed starts in a row, with no worker started in
+// between, and the runner stops (exit 1): every new worker loads the same module.
+const START_TIMEOUT_LIMIT = 3;
+
+/** Why a worker did not start in time and what to do; `loaded`: it had asked for a listener. */
+function startTimeoutAdvice(ms, loaded) {
+  const name = `tunekit_app_start_timeout_ms (${ms} ms)`;
+  if (loaded) {
+    return {
+      reason: `the worker loaded the app module but did not listen within ${name}`,
+      fix: 'look for an error in the worker\'s log before this line; if the host is only slow, raise tunekit_app_start_timeout_ms',
+    };
+  }
+  return {
+    reason: `the app module (its top-level await or its factory) did not resolve within ${name}`,
+    fix: 'a factory must resolve to a handler or server; check for an await that never settles, e.g. a database connect; if it is only slow, raise tunekit_app_start_timeout_ms',
+  };
+}
 
 function errorText(error) {
   if (!error) return 'no error was reported (the worker was killed or exited on its own)';
@@ -42,9 +59,14 @@ function fork(p, slot, { replacement = false, spare = false } = {}) {
   info.exited = new Promise((resolve) => { info.resolveExit = resolve; });
   info.startTimer = setTimeout(() => {
     if (info.state !== 'starting') return;
-    p.log('error', 'worker-start-timeout', { worker: info.id, worker_pid: info.pid, ms: START_TIMEOUT_MS });
+    info.timedOut = true;
+    p.startTimeouts += 1;
+    p.log('error', 'worker-start-timeout', {
+      worker: info.id, worker_pid: info.pid, ms: p.s.startTimeoutMs, in_a_row: p.startTimeouts,
+      ...startTimeoutAdvice(p.s.startTimeoutMs, info.waiting),
+    });
     worker.process.kill('SIGKILL');
-  }, START_TIMEOUT_MS);
+  }, p.s.startTimeoutMs);
   info.startTimer.unref();
   p.infos.set(worker.id, info);
   worker.on('message', (msg) => {
@@ -79,6 +101,7 @@ function onMessage(p, info, msg) {
   }
   if (msg.tunekit === MSG.LISTENING) {
     clearTimeout(info.startTimer);
+    p.startTimeouts = 0;
     if (info.state === 'starting') info.state = 'ready';
     try {
       p.adoptRoundRobinSocket(info);
@@ -164,6 +187,16 @@ function onExit(p, worker, code, signal) {
     if (p.state === 'stopping' && p.infos.size === 0) p.finish();
     return;
   }
+  if (info.timedOut && p.startTimeouts >= START_TIMEOUT_LIMIT) {
+    // Each new worker loads the same module and waits on the same thing: stop
+    // with the reason instead of killing and forking for ever.
+    const { reason, fix } = startTimeoutAdvice(p.s.startTimeoutMs, info.waiting);
+    const message = `${p.startTimeouts} workers in a row did not start: ${reason}; ${fix} (stopping; the app module is ${p.s.module || '(example app)'})`;
+    p.log('error', 'start-timeout-limit', { ...fields, in_a_row: p.startTimeouts, message });
+    process.stderr.write(`tunekit: ${message}\n`);
+    p.shutdown('start-timeout-limit', 1);
+    return;
+  }
   if (!p.everReady && info.error && info.error.where === 'load') {
     // The module cannot load: every worker would fail the same way. Say it
     // once and stop, instead of respawning into the crash-loop guard.
@@ -228,5 +261,5 @@ function retire(p, info) {
 }
 
 module.exports = {
-  START_TIMEOUT_MS, errorText, fork, onMessage, sendListener, takeSpare, scheduleSpare, maybeReady, pids, onExit, retire,
+  START_TIMEOUT_LIMIT, errorText, fork, onMessage, sendListener, takeSpare, scheduleSpare, maybeReady, pids, onExit, retire,
 };

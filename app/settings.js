@@ -16,7 +16,7 @@ const { SettingsError } = require('./errors');
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
   'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'respawnBackoffMaxMs',
-  'spareWorkers', 'killGraceMs', 'socketCheckMs',
+  'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs',
 ];
 
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
@@ -94,7 +94,7 @@ function normalize(input) {
       throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
     }
   }
-  for (const key of ['backlog', 'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs']) {
+  for (const key of ['backlog', 'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'startTimeoutMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
   }
   for (const key of BOOLEAN_FIELDS) {

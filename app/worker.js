@@ -111,6 +111,7 @@ function applyTimeouts(srv, s) {
 
 const CLOSING = Symbol('tunekit.closing');
 const INFLIGHT = Symbol('tunekit.inflight');
+const UPGRADED = Symbol('tunekit.upgraded');
 const LINGER_MS = 2000;
 const sockets = new Set();
 
@@ -193,7 +194,12 @@ function installDispatcher(srv) {
       return;
     }
     socket[INFLIGHT] += 1;
-    res.once('close', () => { socket[INFLIGHT] -= 1; });
+    res.once('close', () => {
+      socket[INFLIGHT] -= 1;
+      // A response that began before the drain (an SSE stream the app ended on
+      // tunekit:drain) was sent keep-alive: close its connection now it is idle.
+      if (draining && !socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
+    });
     if (release) res.setHeader('x-tunekit-release', release);
     if (draining) {
       res.setHeader('connection', 'close');
@@ -201,6 +207,15 @@ function installDispatcher(srv) {
     }
     for (const fn of listeners) fn.call(srv, req, res);
   });
+  // An upgraded connection (a WebSocket) belongs to the app: the drain leaves it to
+  // the app's tunekit:drain listener (a close frame), not to the HTTP close above.
+  // Marked as Node hands it over; wrapping emit adds no 'upgrade' listener, which
+  // would change how Node treats an upgrade request the app does not handle.
+  const emit = srv.emit;
+  srv.emit = function emitMarkingUpgrades(event, ...args) {
+    if (event === 'upgrade' && args[1]) args[1][UPGRADED] = true;
+    return emit.call(this, event, ...args);
+  };
 }
 
 /** After its current response, this connection closes gently (see above). */
@@ -253,6 +268,26 @@ function listenThroughPrimary(srv, s, onListening) {
   }
 }
 
+// ---- telling the app ----------------------------------------------------------
+//
+// At the start of a drain the worker emits DRAIN_EVENT on `process`, with
+// { timeoutMs }: the time left before it force-closes what is still open. The app
+// ends what only it can end: a WebSocket with a close frame (1001, "going away"),
+// an SSE stream or a long poll with the end of its response. On `process` because
+// every module shape can reach it (a handler has no server object), and because a
+// worker under the runner never sees the SIGTERM an app under plain Node or PM2
+// would listen for: the primary asks its workers to drain over IPC.
+const DRAIN_EVENT = 'tunekit:drain';
+
+function tellApp(timeoutMs) {
+  try {
+    process.emit(DRAIN_EVENT, { timeoutMs });
+  } catch (err) {
+    // The drain goes on; the app's listener failing is its error to read.
+    log('error', 'worker-error', { error: { ...describeError(err), where: DRAIN_EVENT } });
+  }
+}
+
 function drain() {
   if (draining) return;
   draining = true;
@@ -271,14 +306,23 @@ function drain() {
   });
   // Busy connections close after their current response (Connection: close).
   for (const socket of sockets) markClosing(socket);
+  // Upgraded connections wait for the app only if it listens; else they go with the idle ones.
+  const appCloses = process.listenerCount(DRAIN_EVENT) > 0;
+  tellApp(settings.drainTimeoutMs);
   // Connections that stayed idle through a short grace get no further request from
   // a busy client: close them gently too.
   const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
   setTimeout(() => {
-    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
+    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING] && !(socket[UPGRADED] && appCloses)) lingeringClose(socket);
   }, grace).unref();
   setTimeout(() => {
-    log('warn', 'worker-drain-timeout', { ms: Date.now() - started, open: sockets.size });
+    const upgraded = [...sockets].filter((socket) => socket[UPGRADED]).length;
+    log('warn', 'worker-drain-timeout', {
+      ms: Date.now() - started,
+      open: sockets.size,
+      upgraded,
+      fix: upgraded ? `close WebSockets on process.on('${DRAIN_EVENT}') with a close frame (1001); see app/README.md` : undefined,
+    });
     for (const socket of sockets) socket.destroy();
     process.exit(0);
   }, settings.drainTimeoutMs).unref();

@@ -87,6 +87,17 @@ function fromText(type, defaultValue, text) {
   return textual ? text : v;
 }
 
+// Paths typed on the command line that name the user's own files: relative to the
+// directory the command ran in, as any CLI argument is. Stored absolute, because
+// what reads them runs elsewhere (the stack of demo/loadtest runs in the kit's
+// folder, the unit in its WorkingDirectory). A template is left to its inputs.
+const CWD_RELATIVE = new Set(['tunekit_app_module']);
+
+function fromCommandLine(key, value) {
+  if (!CWD_RELATIVE.has(key) || typeof value !== 'string' || value === '' || isTemplated(value)) return value;
+  return path.resolve(value);
+}
+
 /**
  * Check values typed on the command line ([{key, value: text, where}]) against
  * their variables' types alone; returns the values read, or throws ConfigError.
@@ -219,10 +230,10 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   }
   for (const pair of set) {
     const [k] = parseSet(pair);
-    apply(k, fromText(typeOf[k], defaults[k], pair.slice(pair.indexOf('=') + 1)), `--set ${pair}`);
+    apply(k, fromCommandLine(k, fromText(typeOf[k], defaults[k], pair.slice(pair.indexOf('=') + 1))), `--set ${pair}`);
   }
   for (const [k, v] of Object.entries(overrides)) apply(k, v, 'overrides');
-  for (const f of flags) apply(f.key, fromText(typeOf[f.key], defaults[f.key], f.value), f.where);
+  for (const f of flags) apply(f.key, fromCommandLine(f.key, fromText(typeOf[f.key], defaults[f.key], f.value)), f.where);
   const forLocalNginx = isEmpty(raw.tunekit_nginx_version);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
   raw.tunekit_nginx_openssl_version = targetOpensslVersion(raw.tunekit_nginx_openssl_version, forLocalNginx);

@@ -242,3 +242,19 @@ test('a rendered app.json carries the kill grace the definition sets', () => {
   const { settings: s } = settingsFor(['--set', 'tunekit_app_kill_grace_ms=500']);
   assert.equal(s.killGraceMs, 500);
 });
+
+test('a module path given with --set is relative to the current directory and stored absolute', () => {
+  // demo/loadtest run the stack in the kit's folder and the unit in its
+  // WorkingDirectory: a relative path kept as typed would name another file there.
+  const typed = path.join('srv', 'app.js');
+  const { settings: s } = settingsFor(['--set', `tunekit_app_module=${typed}`]);
+  assert.equal(s.module, path.join(process.cwd(), typed));
+  // What `tunekit render` writes to app.json: the same resolution.
+  const rendered = config.appSettings(config.resolve({ set: [`tunekit_app_module=${typed}`] }));
+  assert.equal(rendered.module, path.join(process.cwd(), typed));
+  // Absolute and empty (the example app) stay as they are; a template is left to its inputs.
+  assert.equal(settingsFor(['--set', 'tunekit_app_module=/srv/app.js']).settings.module, '/srv/app.js');
+  assert.equal(settingsFor(['--set', 'tunekit_app_module=']).settings.module, '');
+  const templated = config.resolve({ set: ['tunekit_app_module={{ tunekit_app_install_dir }}/server.js'] });
+  assert.equal(templated.tunekit_app_module, '/opt/tunekit-app/server.js');
+});
