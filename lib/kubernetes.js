@@ -71,6 +71,11 @@ function renderKubernetes({ varsFiles = [], set = [], overrides = {} } = {}) {
       `tunekit_upstream_kind=${first.tunekit_upstream_kind} with tunekit_profile=${first.tunekit_profile} listens on TCP. ` +
       'Use tunekit_upstream_kind=uds (or per-worker) and the tuned profile');
   }
+  if (first.tunekit_nginx_tls || first.tunekit_nginx_http3) {
+    throw new config.ConfigError(`the pod's nginx serves plain HTTP on tunekit_k8s_container_port; tunekit_nginx_tls=${first.tunekit_nginx_tls}` +
+      ` and tunekit_nginx_http3=${first.tunekit_nginx_http3} need a certificate the pod does not have. Terminate TLS (and HTTP/3,` +
+      ' which needs a load balancer that passes UDP) at the Ingress or load balancer in front of the Service, and render the pod with both off');
+  }
   const vars = config.resolve({ varsFiles, set, overrides: { ...overrides, ...podOverrides(first) } });
   const nginxFiles = configFiles(renderer.renderAll(vars, { layers: ['nginx'] }));
   const appFiles = configFiles(renderer.renderAll(vars, { layers: ['app'] }));

@@ -42,15 +42,32 @@ function nginxVersion(bin = findNginx()) {
   return m ? m[1] : null;
 }
 
+/** What `nginx -V` prints (version, OpenSSL, configure arguments), or null when it cannot be run. */
+function nginxBuildText(bin = findNginx()) {
+  if (!bin) return null;
+  const r = spawnSync(bin, ['-V'], { encoding: 'utf8' });
+  return r.status === 0 ? `${r.stdout || ''}${r.stderr || ''}` : null;
+}
+
 /**
  * The OpenSSL an nginx runs with, "3.0.19", from `nginx -V`: "running with
  * OpenSSL X" when the shared library differs from the one it was built with,
  * else "built with OpenSSL X". null when it cannot be run or has no OpenSSL.
  */
 function nginxOpenssl(bin = findNginx()) {
-  if (!bin) return null;
-  const r = spawnSync(bin, ['-V'], { encoding: 'utf8' });
-  return opensslOf(`${r.stdout || ''}${r.stderr || ''}`);
+  const text = nginxBuildText(bin);
+  return text == null ? null : opensslOf(text);
+}
+
+/** Whether an nginx is built with ngx_http_v3_module (HTTP/3); null when it cannot be run. */
+function nginxHttp3(bin = findNginx()) {
+  const text = nginxBuildText(bin);
+  return text == null ? null : http3Of(text);
+}
+
+/** Whether `nginx -V` output lists --with-http_v3_module. */
+function http3Of(text) {
+  return /(^|\s)--with-http_v3_module(\s|$)/m.test(text);
 }
 
 /** The running OpenSSL's version in `nginx -V` output (see nginxOpenssl), or null. */
@@ -59,4 +76,4 @@ function opensslOf(text) {
   return m ? m[1] : null;
 }
 
-module.exports = { findNginx, nginxBinary, nginxVersion, nginxOpenssl, opensslOf, INSTALL_HINT };
+module.exports = { findNginx, nginxBinary, nginxVersion, nginxOpenssl, opensslOf, nginxHttp3, http3Of, INSTALL_HINT };

@@ -237,6 +237,7 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   const forLocalNginx = isEmpty(raw.tunekit_nginx_version);
   raw.tunekit_nginx_version = targetNginxVersion(raw.tunekit_nginx_version);
   raw.tunekit_nginx_openssl_version = targetOpensslVersion(raw.tunekit_nginx_openssl_version, forLocalNginx);
+  raw.tunekit_nginx_http3_module = targetHttp3Module(raw.tunekit_nginx_http3_module, forLocalNginx);
 
   // The values as given, then (once they are right) the ones derived from them.
   const given = known.filter((k) => !isTemplated(raw[k]));
@@ -281,6 +282,14 @@ const isEmpty = (value) => value == null || String(value).trim() === '';
 function targetOpensslVersion(value, forLocalNginx) {
   if (!isEmpty(value)) return String(value).trim();
   return (forLocalNginx && require('../nginx').nginxOpenssl()) || '';
+}
+
+// Whether the target nginx has ngx_http_v3_module: as set, or (empty) the
+// local nginx's answer when the files are for the local nginx; else unknown ("").
+function targetHttp3Module(value, forLocalNginx) {
+  if (!isEmpty(value)) return value;
+  const local = forLocalNginx ? require('../nginx').nginxHttp3() : null;
+  return local == null ? '' : local;
 }
 
 /** Refuse to render nginx's files for an unknown nginx version. */

@@ -36,6 +36,9 @@ const BREAK = {
   'server-name': { tunekit_nginx_default_server: false, tunekit_nginx_server_name: '_' },
   'stop-timeout': { tunekit_systemd_timeout_stop_s: 1 },
   'upstream-sticky': { tunekit_nginx_upstream_sticky: true },
+  'http3-tls': { tunekit_nginx_version: '1.26.3', tunekit_nginx_http3_module: true, tunekit_nginx_http3: true },
+  'http3-version': { tunekit_nginx_version: '1.22.1', tunekit_nginx_tls: true, tunekit_nginx_http3: true },
+  'http3-module': { tunekit_nginx_version: '1.26.3', tunekit_nginx_http3_module: false, tunekit_nginx_tls: true, tunekit_nginx_http3: true },
   'upstream-sticky-key': { tunekit_nginx_upstream_sticky: true, tunekit_upstream_kind: 'per-worker', tunekit_app_workers: 2, tunekit_nginx_upstream_sticky_key: 'client' },
 };
 
