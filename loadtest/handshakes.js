@@ -216,6 +216,20 @@ function markdown(doc) {
   return lines.join('\n');
 }
 
+const USAGE = 'usage: node loadtest/handshakes.js [--rootfs DIR]... [--rounds N] [--seconds S] [--json FILE]';
+const HELP = `${USAGE}
+
+nginx CPU per full TLS 1.3 handshake, side by side: the local nginx and, for each
+--rootfs, that Debian root filesystem's own nginx, OpenSSL and curl (chrooted, on
+this machine's loopback); leaf keys ECDSA P-256 and RSA 2048; groups X25519 and,
+where the OpenSSL is 3.5 or later, X25519MLKEM768. Needs root.
+
+  --rootfs DIR   a debootstrap tree with nginx, curl, openssl and nodejs (repeatable),
+                 e.g. debootstrap --variant=minbase --include=nginx,curl,openssl,nodejs trixie DIR
+  --rounds N     interleaved rounds (default 5)
+  --seconds S    seconds of handshakes per front, key and group in a round (default 3)
+  --json FILE    write every round's figures and the summary as JSON`;
+
 function parseArgs(argv) {
   const o = { rootfs: [], rounds: 5, seconds: 3, json: null, round: null };
   for (let i = 0; i < argv.length; i++) {
@@ -229,7 +243,8 @@ function parseArgs(argv) {
     else if (a === '--seconds') o.seconds = Number(next());
     else if (a === '--json') o.json = next();
     else if (a === '--round') o.round = Number(next());
-    else throw new Error(`unknown option ${a}; usage: node loadtest/handshakes.js [--rootfs DIR]... [--rounds N] [--seconds S] [--json FILE]`);
+    else if (a === '--help' || a === '-h') o.help = true;
+    else throw new Error(`unknown option ${a}; ${USAGE}`);
   }
   for (const k of ['rounds', 'seconds']) {
     if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k} must be a whole number of at least 1, not ${o[k]}`);
@@ -244,6 +259,10 @@ async function main(argv) {
   } catch (err) {
     process.stderr.write(`handshakes: ${err.message}\n`);
     return 2;
+  }
+  if (o.help) {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
   }
   if (o.round != null) { // one round inside a root filesystem, for run()
     process.stdout.write(`${JSON.stringify(await roundHere({ seconds: o.seconds, round: o.round }))}\n`);

@@ -34,6 +34,7 @@ const EXEMPT = [
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
   [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: test/integration/runner-user.test.js runs the no-root lines as the user nobody, the other runner tests the rest'],
   [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
+  [/^node loadtest\/handshakes\.js(?! --help)/, 'minutes of full TLS handshakes against the local nginx and each root filesystem\'s: test/integration/handshakes.test.js runs one short round; --help is run'],
   [/^node --test\b/, 'a test file: the suite runs it'],
   [/^node bin\/tunekit\.js render --out \/tmp\/host --vars my\.yml/, 'renders the vars file the reader wrote in the previous step; the same render with a vars file is run from nginx/README.md'],
   [/^node bin\/tunekit\.js (doctor|sysctl apply \/etc\/)/, 'reads or changes this host\'s live nginx/sysctl: doctor is run against live stacks by test/integration/doctor.test.js, sysctl apply by test/integration/sysctl*.test.js'],
