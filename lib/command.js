@@ -131,4 +131,11 @@ function invocation() {
   return `node ${rel.startsWith('..') || path.isAbsolute(rel) ? cli : rel}`;
 }
 
-module.exports = { helpText, parse, flagText, invocation };
+/** With -h/--help among the parsed values: print the command's help and say so (its main returns 0). */
+function printedHelp(command, values) {
+  if (!values.help) return false;
+  console.log(typeof values.help === 'string' ? values.help : helpText(command));
+  return true;
+}
+
+module.exports = { helpText, parse, printedHelp, flagText, invocation };

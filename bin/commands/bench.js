@@ -7,6 +7,7 @@
 const { UsageError } = require('../../lib/errors');
 const { requirePackages, finish } = require('./loadtest');
 const options = require('../../loadtest/options');
+const command = require('../../lib/command');
 
 // The options table is the harness's own (loadtest/options.js).
 const COMMAND = options.commandOf('bench', options.BENCH);
@@ -18,10 +19,7 @@ function parse(argv) {
 async function main(argv) {
   requirePackages();
   const o = parse(argv);
-  if (o.help) {
-    console.log(o.help);
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, o)) return 0;
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
   const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));

@@ -48,9 +48,7 @@ const COMMAND = {
   ],
 };
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 async function stopCommand(dir) {
   const abs = path.resolve(dir);
@@ -73,10 +71,7 @@ function burst(stack, { duration, connections }) {
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   if (opts.stop) return stopCommand(opts.stop);
   if (opts.app) inputFile('app', opts.app);
   const duration = wholeNumber('duration', opts.duration, 1, 60);

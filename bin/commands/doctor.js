@@ -24,16 +24,11 @@ const COMMAND = {
   ],
 };
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   const facts = await doctor.gather({
     ...(opts['nginx-conf'] && { nginxConf: opts['nginx-conf'] }),
     ...(opts['app-config'] && { appConfig: opts['app-config'] }),

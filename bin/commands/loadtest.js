@@ -6,6 +6,7 @@
 
 const { UsageError, missingPackages, notInstalled } = require('../../lib/errors');
 const options = require('../../loadtest/options');
+const command = require('../../lib/command');
 
 // The harness needs these npm packages; a fresh clone without `npm ci` gets
 // one clear line instead of a stack trace.
@@ -50,10 +51,7 @@ function parse(argv) {
 async function main(argv) {
   requirePackages();
   const o = parse(argv);
-  if (o.help) {
-    console.log(o.help);
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, o)) return 0;
   if (o.url && !/^https?:\/\//.test(o.url)) throw new UsageError(`--url must start with http:// (got "${o.url}")`);
   if (o.app && (o.url || o.socket)) throw new UsageError('--app puts your app behind the local stack; --url and --socket drive a deployment that already serves it: use one or the other');
   if (o.http2 && (o.url || o.socket || o.rate || o.driver === 'wrk')) {

@@ -26,16 +26,11 @@ const COMMAND = {
   ],
 };
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   const lines = wholeNumber('lines', opts.lines, 1, 100000);
   if (opts['app-config']) inputFile('app-config', opts['app-config']);
   const { app, pm2, name } = apphost.locate(opts['app-config']);

@@ -72,9 +72,7 @@ function defaultSvgName(date) {
   return `tunekit-profile-${t}.svg`;
 }
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 // The listeners of a demo stack as ss prints them: nginx's port, the app's socket(s) or port.
 function watchList(stack) {
@@ -139,10 +137,7 @@ async function profileDemo(opts, common) {
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   if (opts['nginx-conf'] && !opts['app-config']) throw new UsageError('--nginx-conf goes with --app-config; see tunekit profile --help');
   if (opts.app && !opts.demo) throw new UsageError('--app goes with --demo (a running service already serves its app); see tunekit profile --help');
   const live = opts.pid.length + opts.unit.length + (opts['app-config'] ? 1 : 0);

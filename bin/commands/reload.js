@@ -32,9 +32,7 @@ const COMMAND = {
   ],
 };
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 // One GET to the app's listener: any HTTP answer means a worker serves.
 function answers(listen) {
@@ -99,10 +97,7 @@ async function replaced(app, before, logOffset) {
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   if (opts['app-config']) inputFile('app-config', opts['app-config']);
   const { app, pm2, name } = apphost.locate(opts['app-config']);
   if (!app.kind) {

@@ -41,9 +41,7 @@ const COMMAND = {
   notes: 'Variables and their defaults: docs/variables.md.',
 };
 
-function parse(argv) {
-  return command.parse(COMMAND, argv).values;
-}
+const parse = (argv) => command.parse(COMMAND, argv).values;
 
 function renderKubernetes(opts) {
   if (opts.prefix || opts.check || opts.layer.length) {
@@ -61,10 +59,7 @@ function renderKubernetes(opts) {
 
 async function main(argv) {
   const opts = parse(argv);
-  if (opts.help) {
-    console.log(command.helpText(COMMAND));
-    return 0;
-  }
+  if (command.printedHelp(COMMAND, opts)) return 0;
   if (!opts.out) throw new UsageError('--out DIR is required; see tunekit render --help');
   if (opts.target === 'kubernetes') return renderKubernetes(opts);
   const layers = opts.layer.length ? opts.layer : null;
