@@ -31,6 +31,8 @@ const SETS = {
   https_old: { varsFiles: [], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_tls=true', 'tunekit_nginx_server_name=example.com'] },
   https: { varsFiles: [], set: ['tunekit_nginx_version=1.26.3', 'tunekit_nginx_tls=true', 'tunekit_nginx_tls_profile=modern', 'tunekit_nginx_tls_port=8443',
     'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53', 'tunekit_nginx_gzip_level=6'] },
+  http3: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_nginx_openssl_version=3.6.5', 'tunekit_nginx_http3_module=true', 'tunekit_nginx_tls=true',
+    'tunekit_nginx_http3=true', 'tunekit_nginx_tls_early_data=true', 'tunekit_nginx_quic_retry=true'] },
   dedicated: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_nginx_host_mode=dedicated', 'tunekit_nginx_default_server=false', 'tunekit_nginx_server_name=app.example.test'] },
 };
 
