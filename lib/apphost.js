@@ -88,6 +88,17 @@ function listenersOf(listen, live) {
   return [];
 }
 
+/** The runners (primaries) whose command line reads appConfig (`--config FILE`). */
+function runnersOf(appConfig, procDir = '/proc') {
+  const want = path.resolve(appConfig);
+  const pids = fs.readdirSync(procDir).filter((d) => /^\d+$/.test(d)).map(Number);
+  return pids.filter((pid) => {
+    const argv = cmdline(pid).split(' ');
+    const at = argv.indexOf('--config');
+    return RUNNER_CMD.test(argv.join(' ')) && at >= 0 && argv[at + 1] && path.resolve(argv[at + 1]) === want;
+  });
+}
+
 /**
  * The app of `appConfig` (default /etc/tunekit-app/app.json):
  * { kind: 'systemd', unit, pid } | { kind: 'pm2', pm2Home, pid } | { kind: 'runner', pid, logFile }
@@ -103,7 +114,9 @@ function find({ appConfig = DEFAULT_APP_CONFIG, live = listeners() } = {}) {
   }
   const listen = String(settings.listen || '');
   const found = listenersOf(listen, live);
-  const pids = [...new Set(found.flatMap((l) => l.pids))];
+  // Socket activation ("listen": "systemd"): the socket is systemd's, so the
+  // runner is found by the app.json its command line names.
+  const pids = listen === 'systemd' ? runnersOf(appConfig) : [...new Set(found.flatMap((l) => l.pids))];
   const base = { appConfig, listen, settings };
   for (const pid of pids) {
     if (PM2_DAEMON.test(cmdline(pid))) return { ...base, kind: 'pm2', pid, pm2Home: pm2Home(pid) };
@@ -114,7 +127,8 @@ function find({ appConfig = DEFAULT_APP_CONFIG, live = listeners() } = {}) {
     if (unit) return { ...base, kind: 'systemd', unit, pid: primary };
     return { ...base, kind: 'runner', pid: primary, logFile: stdoutFile(primary) };
   }
-  const what = pids.length ? `${listen} is held by pid ${pids.join(', ')}, not by the kit's runner or PM2` : `nothing listens on ${listen.replace(/^unix:/, '')}`;
+  const what = listen === 'systemd' ? `no runner with --config ${appConfig} is running (socket activation: the service starts on the first connection)`
+    : pids.length ? `${listen} is held by pid ${pids.join(', ')}, not by the kit's runner or PM2` : `nothing listens on ${listen.replace(/^unix:/, '')}`;
   return { ...base, kind: null, why: `${what} (the "listen" of ${appConfig})` };
 }
 

@@ -90,3 +90,24 @@ test('describe: who runs the app, in the words the one-line answers use', () => 
   assert.equal(A.describe({ kind: 'pm2', pm2Home: '/h' }, 'web'), 'PM2 app web (PM2_HOME /h)');
   assert.equal(A.describe({ kind: 'runner', pid: 5 }), 'the runner started by hand (pid 5)');
 });
+
+test('socket activation ("listen": "systemd"): the runner is the process whose command line reads that app.json', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-apphost-'));
+  const appConfig = path.join(dir, 'app.json');
+  fs.writeFileSync(appConfig, JSON.stringify({ listen: 'systemd' }));
+  // Nothing runs yet: one line that says where it looked and why.
+  const none = A.find({ appConfig, live: [] });
+  assert.equal(none.kind, null);
+  assert.match(A.notFound(none), new RegExp(`no runner with --config ${appConfig.replace(/[.]/g, '\\.')} is running \\(socket activation`));
+  // A process with the runner's command line for this app.json (it only waits).
+  const { spawn } = require('node:child_process');
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', `${dir}/app/cluster.js`, '--config', appConfig], { stdio: 'ignore' });
+  t.after(() => {
+    child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  await new Promise((resolve) => child.once('spawn', resolve));
+  const found = A.find({ appConfig, live: [] });
+  assert.equal(found.pid, child.pid);
+  assert.equal(found.kind, 'runner'); // not under systemd here: a runner started by hand
+});
