@@ -13,43 +13,67 @@ const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
 
+// Every scenario is one entry: what it measures (describe), the stack it runs
+// on — its own (stack: the startStack options; started once) or another
+// scenario's (on: a function of the driver) — how it is driven (target; default
+// through nginx), and the scenarios it is compared with (versus: a ratio
+// this/that per round; the headline scenario's ratios lead the report).
 const SCENARIOS = {
-  stock: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
-  tcp: 'kit-tuned nginx → Node cluster over TCP, upstream keep-alive',
-  uds: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
-  sticky: 'as uds, one socket per worker, each client kept on one worker (hash of address:port)',
-  'nginx-static': 'nginx alone, `return 200`, same nginx.conf (ceiling)',
-  direct: 'straight to the Node cluster, no nginx (ceiling)',
-};
-const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
-const RATIOS = [['uds', 'stock'], ['uds', 'tcp'], ['uds', 'direct'], ['tcp', 'stock'], ['sticky', 'uds']];
-
-const STACKS = {
-  stock: { upstream: 'tcp', profile: 'stock' },
-  tcp: { upstream: 'tcp', profile: 'tuned' },
-  uds: { upstream: 'uds', profile: 'tuned' },
+  stock: {
+    describe: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
+    stack: { upstream: 'tcp', profile: 'stock' },
+  },
+  tcp: {
+    describe: 'kit-tuned nginx → Node cluster over TCP, upstream keep-alive',
+    stack: { upstream: 'tcp', profile: 'tuned' },
+    versus: ['stock'],
+  },
+  uds: {
+    describe: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
+    stack: { upstream: 'uds', profile: 'tuned' },
+    versus: ['stock', 'tcp', 'direct'],
+    headline: true,
+  },
   // Stickiness (tunekit_nginx_upstream_sticky) over the per-worker sockets. Every
   // connection of the generator comes from 127.0.0.1: with the default key
   // ($remote_addr) they would all be one client on one worker. Hashing the client's
   // address and port makes each connection stand for one client, as many clients
   // from many addresses would.
   sticky: {
-    upstream: 'per-worker',
-    profile: 'tuned',
-    set: ['tunekit_nginx_upstream_sticky=true', 'tunekit_nginx_upstream_sticky_key=$remote_addr:$remote_port'],
+    describe: 'as uds, one socket per worker, each client kept on one worker (hash of address:port)',
+    stack: {
+      upstream: 'per-worker',
+      profile: 'tuned',
+      set: ['tunekit_nginx_upstream_sticky=true', 'tunekit_nginx_upstream_sticky_key=$remote_addr:$remote_port'],
+    },
+    versus: ['uds'],
+  },
+  'nginx-static': {
+    describe: 'nginx alone, `return 200`, same nginx.conf (ceiling)',
+    on: () => 'uds',
+    target: (name, stack) => staticTarget(name, stack),
+  },
+  // The app's UDS with autocannon, its TCP port with wrk (wrk speaks TCP only).
+  direct: {
+    describe: 'straight to the Node cluster, no nginx (ceiling)',
+    on: (driver) => (driver === 'wrk' ? 'tcp' : 'uds'),
+    target: async (name, stack, describe) => ({ target: directTarget(name, stack, describe) }),
   },
 };
+const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
+// The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
+const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
+  .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b]));
 
-// Which stacks the chosen scenarios need. `direct` drives the app's UDS with
-// autocannon, its TCP port with wrk (wrk speaks TCP only).
+/** The stack a scenario runs on: its own, or the one it borrows for this driver. */
+function stackOf(name, driver) {
+  const s = SCENARIOS[name];
+  return s.stack ? name : s.on(driver);
+}
+
+// Which stacks the chosen scenarios need, each started once.
 function stacksFor(scenarios, driver) {
-  const need = new Set();
-  for (const s of scenarios) {
-    if (STACKS[s]) need.add(s);
-    if (s === 'nginx-static') need.add('uds');
-    if (s === 'direct') need.add(driver === 'wrk' ? 'tcp' : 'uds');
-  }
-  return [...need];
+  return [...new Set(scenarios.map((s) => stackOf(s, driver)))];
 }
 
 function summarise(results, scenarios) {
@@ -63,7 +87,7 @@ function summarise(results, scenarios) {
     const mid = sorted[sorted.length >> 1];
     return {
       scenario: name,
-      describe: sat[0] ? sat[0].target.describe : SCENARIOS[name],
+      describe: sat[0] ? sat[0].target.describe : SCENARIOS[name].describe,
       driver: sat[0] ? sat[0].driver : null,
       rounds: sat.length,
       reqPerSec: s(sat, 'reqPerSec'),
@@ -134,21 +158,24 @@ async function runBench(o) {
   const results = [];
   try {
     for (const name of stacksFor(o.scenarios, o.driver)) {
-      progress.note(`bench: starting the ${name} stack (${STACKS[name].profile}, ${STACKS[name].upstream})`);
-      const set = [...(STACKS[name].set || []), ...o.set];
-      const stack = await startStack({ ...STACKS[name], workers: o.workers, module: o.app || null, set, varsFiles: o.varsFiles, port: 0 });
-      cleanups.push(() => stack.stop());
-      stacks[name] = stack;
+      const { stack } = SCENARIOS[name];
+      progress.note(`bench: starting the ${name} stack (${stack.profile}, ${stack.upstream})`);
+      const set = [...(stack.set || []), ...o.set];
+      const started = await startStack({ ...stack, workers: o.workers, module: o.app || null, set, varsFiles: o.varsFiles, port: 0 });
+      cleanups.push(() => started.stop());
+      stacks[name] = started;
     }
     const targets = {};
     for (const name of o.scenarios) {
-      if (STACKS[name]) targets[name] = nginxTarget(name, stacks[name], SCENARIOS[name]);
-      else if (name === 'direct') targets[name] = directTarget(name, stacks[o.driver === 'wrk' ? 'tcp' : 'uds'], SCENARIOS.direct);
-      else if (name === 'nginx-static') {
-        const s = await staticTarget(name, stacks.uds);
-        cleanups.push(s.stop);
-        targets[name] = s.target;
+      const { describe, target } = SCENARIOS[name];
+      const stack = stacks[stackOf(name, o.driver)];
+      if (!target) {
+        targets[name] = nginxTarget(name, stack, describe);
+        continue;
       }
+      const made = await target(name, stack, describe);
+      if (made.stop) cleanups.push(made.stop);
+      targets[name] = made.target;
     }
     const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
     if (o.warmup > 0) {
