@@ -383,8 +383,12 @@ function describeNginx(parsed) {
       const a = node.args.find((x) => x.startsWith(`${k}=`));
       return a ? a.slice(k.length + 1) : null;
     };
-    return { address: node.args[0], backlog: opt('backlog') ? Number(opt('backlog')) : null };
+    // quic: a UDP listener (HTTP/3), which has no accept queue.
+    return { address: node.args[0], backlog: opt('backlog') ? Number(opt('backlog')) : null, quic: node.args.includes('quic') };
   });
+  // Alt-Svc headers nginx adds: what it tells clients it serves elsewhere (h3 on a UDP port).
+  const altSvc = findAll(tree, 'add_header').filter(({ node }) => String(node.args[0]).toLowerCase() === 'alt-svc')
+    .map(({ node }) => node.args[1]);
   const maps = findAll(tree, 'map').map(({ node }) => ({ source: node.args[0], variable: node.args[1], entries: node.children.map((c) => [c.name, ...c.args]) }));
   return {
     user: arg(child(tree, 'user')) || 'nobody',
@@ -398,6 +402,7 @@ function describeNginx(parsed) {
     upstreams,
     proxies,
     listens,
+    altSvc,
     maps,
     hasHttp: Boolean(http),
   };
@@ -498,6 +503,7 @@ const CHECKS = [
     cases: upgradeMapCases,
   },
   { id: 'upgrade-map', reads: 'the same map, with no keepalive pool', run: upgradeMapUnpooled },
+  { id: 'http3-advertised', reads: "Alt-Svc headers nginx adds (h3 on a UDP port) and its quic listens", run: altSvcServed },
   {
     id: 'keepalive-pool-size', rule: 'keepalive-pool-size', reads: "each upstream's keepalive; worker_connections",
     cases: (facts) => (facts.nginx ? facts.nginx.upstreams : []).filter((u) => u.keepalive).map((u) => ({
@@ -665,10 +671,10 @@ function upgradeMapUnpooled(facts) {
     fix: 'map the default to "" instead of close' }];
 }
 
-/** nginx's listen backlogs, unset ones at nginx's default (from the definition). */
+/** nginx's TCP listen backlogs (a quic listen has no accept queue), unset ones at nginx's default (from the definition). */
 function listens(facts, ctx) {
   const nginxDefault = ctx.upstream('tunekit_listen_backlog');
-  return (facts.nginx ? facts.nginx.listens : []).map((l) => ({
+  return (facts.nginx ? facts.nginx.listens : []).filter((l) => !l.quic).map((l) => ({
     ...l, asked: l.backlog ?? nginxDefault, idle: (l.backlog ?? nginxDefault) === nginxDefault && facts.kernel.somaxconn > nginxDefault,
   }));
 }
@@ -691,6 +697,23 @@ function listenBacklogIdle(facts, ctx) {
   return listens(facts, ctx).filter((l) => l.idle).map((l) => ({ id: 'backlog', level: 'warn',
     what: `nginx listen ${l.address} uses backlog ${l.asked} (nginx's default), so net.core.somaxconn ${facts.kernel.somaxconn} buys nothing`,
     fix: `add backlog=${facts.kernel.somaxconn} to the listen directive` }));
+}
+
+/** Alt-Svc advertises HTTP/3 on a UDP port: a `listen PORT quic` must serve it. */
+function altSvcServed(facts) {
+  const n = facts.nginx;
+  if (!n || !n.altSvc) return [];
+  const portOf = (address) => String(address).split(':').pop();
+  return n.altSvc.flatMap((value) => {
+    const ports = [...String(value).matchAll(/h3=":(\d+)"/g)].map((m) => m[1]);
+    if (!ports.length) return [];
+    const missing = ports.filter((p) => !n.listens.some((l) => l.quic && portOf(l.address) === p));
+    return missing.length
+      ? [{ id: 'http3-advertised', level: 'fail',
+        what: `Alt-Svc "${value}" advertises HTTP/3 on UDP port ${missing.join(', ')}, but no \`listen ... quic\` serves it: clients try QUIC, wait for it to time out, and fall back to TCP`,
+        fix: 'add `listen PORT quic` beside the TLS listen (tunekit_nginx_http3: true renders both), or remove the Alt-Svc header' }]
+      : [{ id: 'http3-advertised', level: 'ok', what: `Alt-Svc h3 on UDP port ${ports.join(', ')} is served by a quic listen` }];
+  });
 }
 
 function appSocketBacklog(facts) {

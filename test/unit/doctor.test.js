@@ -39,7 +39,7 @@ test('nginx -T output is parsed with includes expanded', () => {
   assert.equal(d.workerRlimitNofile, 1000);
   assert.deepEqual(d.upstreams, [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 32, keepaliveTimeoutS: 75 }]);
   assert.deepEqual(d.proxies, [{ location: '/', proxyPass: 'http://app', httpVersion: '1.0', connectionHeader: null }]);
-  assert.deepEqual(d.listens, [{ address: '127.0.0.1:8080', backlog: 8192 }]);
+  assert.deepEqual(d.listens, [{ address: '127.0.0.1:8080', backlog: 8192, quic: false }]);
 });
 
 test('nginx times convert to seconds', () => {
@@ -207,4 +207,30 @@ test('nginx\'s error log: alerts of the last 24 hours are counted, older ones an
   assert.match(wc.fix, /tunekit_nginx_worker_connections/);
   assert.equal(findings.find((f) => f.id === 'nginx-rlimit').level, 'warn');
   assert.equal(findings.find((f) => f.id === 'nginx-emfile'), undefined);
+});
+
+test('HTTP/3: Alt-Svc advertised without a quic listen on that port fails; served, it passes; a quic listen has no backlog finding', () => {
+  const dump = (listens, header) => `# configuration file /x/nginx.conf:
+events { worker_connections 4096; }
+http {
+    server {
+${listens.map((l) => `        listen ${l};`).join('\n')}
+        add_header Alt-Svc '${header}' always;
+        location / { return 204; }
+    }
+}
+`;
+  const findingsOf = (listens, header) => doctor.analyze({ kernel: { somaxconn: 4096 }, nginx: doctor.describeNginx(nginxconf.parseDump(dump(listens, header))), app: null, sockets: [] });
+  const h3 = (f) => f.filter((x) => x.id === 'http3-advertised');
+  const missing = h3(findingsOf(['443 ssl backlog=4096'], 'h3=":443"; ma=86400'));
+  assert.equal(missing.length, 1);
+  assert.equal(missing[0].level, 'fail');
+  assert.match(missing[0].what, /Alt-Svc "h3=":443"; ma=86400" advertises HTTP\/3 on UDP port 443, but no `listen \.\.\. quic` serves it/);
+  assert.match(missing[0].fix, /tunekit_nginx_http3: true/);
+  // Served on another port than advertised is still a failure.
+  assert.equal(h3(findingsOf(['443 ssl backlog=4096', '8443 quic reuseport'], 'h3=":443"'))[0].level, 'fail');
+  const served = findingsOf(['127.0.0.1:443 ssl backlog=4096', '127.0.0.1:443 quic reuseport'], 'h3=":443"; ma=86400');
+  assert.deepEqual(h3(served).map((f) => f.level), ['ok']);
+  // The UDP listener is not reported for nginx's default accept queue.
+  assert.deepEqual(served.filter((f) => f.id === 'backlog').map((f) => f.what), ['nginx listen 127.0.0.1:443: accept queue 4096']);
 });
