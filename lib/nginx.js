@@ -34,19 +34,24 @@ function nginxBinary() {
   return bin;
 }
 
-/** "1.22.1" from `nginx -v` (it prints to stderr), or null when it cannot be run. */
+/** "1.22.1" from `nginx -V` (it prints to stderr), or null when it cannot be run. */
 function nginxVersion(bin = findNginx()) {
-  if (!bin) return null;
-  const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
-  const m = /nginx\/(\d+\.\d+\.\d+)/.exec(`${r.stdout || ''}${r.stderr || ''}`);
+  const m = /nginx\/(\d+\.\d+\.\d+)/.exec(nginxBuildText(bin) || '');
   return m ? m[1] : null;
 }
+
+// What each nginx binary printed for -V: a binary does not change under a
+// running command, and the version, OpenSSL and modules are all read from it.
+const buildTexts = new Map();
 
 /** What `nginx -V` prints (version, OpenSSL, configure arguments), or null when it cannot be run. */
 function nginxBuildText(bin = findNginx()) {
   if (!bin) return null;
-  const r = spawnSync(bin, ['-V'], { encoding: 'utf8' });
-  return r.status === 0 ? `${r.stdout || ''}${r.stderr || ''}` : null;
+  if (!buildTexts.has(bin)) {
+    const r = spawnSync(bin, ['-V'], { encoding: 'utf8' });
+    buildTexts.set(bin, r.status === 0 ? `${r.stdout || ''}${r.stderr || ''}` : null);
+  }
+  return buildTexts.get(bin);
 }
 
 /**
@@ -76,4 +81,4 @@ function opensslOf(text) {
   return m ? m[1] : null;
 }
 
-module.exports = { findNginx, nginxBinary, nginxVersion, nginxOpenssl, opensslOf, nginxHttp3, http3Of, INSTALL_HINT };
+module.exports = { findNginx, nginxBinary, nginxVersion, nginxBuildText, nginxOpenssl, opensslOf, nginxHttp3, http3Of, INSTALL_HINT };

@@ -23,7 +23,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const { freePort, childrenOf } = require('../lib/proc');
-const { opensslOf, findNginx } = require('../lib/nginx');
+const { opensslOf, findNginx, nginxBuildText, nginxVersion } = require('../lib/nginx');
 const { runInRoot } = require('../lib/chroot');
 const { compareVersions } = require('../lib/template');
 const { loadDefaults } = require('../lib/config');
@@ -130,8 +130,10 @@ function curlFor(port, group, seconds) {
 
 /** One round in this filesystem: every key × group once, in the round's order. */
 async function roundHere({ seconds, round }) {
-  const openssl = opensslOf(must(findNginx() || 'nginx', ['-V'], 'nginx -V').stderr);
-  const version = /nginx\/(\S+)/.exec(must(findNginx() || 'nginx', ['-v'], 'nginx -v').stderr)[1];
+  const build = nginxBuildText();
+  if (!build) throw new Error('no nginx to run here (apt-get install -y nginx)');
+  const openssl = opensslOf(build);
+  const version = nginxVersion();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-handshakes-'));
   try {
     for (const [key, args] of Object.entries(KEYS)) {
