@@ -90,11 +90,18 @@ function tracerPid(pid) {
 // stop() sends SIGINT and resolves when it has exited.
 function perfTracer(bin, args, out, pids, duration, children) {
   const bound = duration + (SETTLE_MS + ATTACH_TIMEOUT_MS) / 1000;
-  const child = spawn(bin, [...args, '-o', out, '-p', pids.join(','), '--', 'sleep', String(bound)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // perf and its `sleep` form a process group of their own, signalled as one:
+  // perf trace leaves its workload running when it is interrupted, and that
+  // sleep holds perf's stderr open, so waiting for perf's output to close would
+  // wait out the whole bound (20 s of a 1 s phase).
+  const child = spawn(bin, [...args, '-o', out, '-p', pids.join(','), '--', 'sleep', String(bound)], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   children.add(child);
+  const signal = (sig) => {
+    try { process.kill(-child.pid, sig); } catch { /* the group is gone */ }
+  };
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
-  const timer = setTimeout(() => child.kill('SIGKILL'), bound * 1000 + STOP_GRACE_MS);
+  const timer = setTimeout(() => signal('SIGKILL'), bound * 1000 + STOP_GRACE_MS);
   let exited = false;
   const closed = new Promise((resolve) => {
     child.on('error', (err) => { stderr += err.message; });
@@ -108,7 +115,7 @@ function perfTracer(bin, args, out, pids, duration, children) {
   return {
     ready: until(() => exited || fs.existsSync(out), `perf ${args[0]}`).then(() => sleep(SETTLE_MS)),
     stop: () => {
-      if (!exited) child.kill('SIGINT');
+      if (!exited) signal('SIGINT');
       return closed;
     },
   };
@@ -314,7 +321,10 @@ async function profile({ groups, duration, load = null, watch = [], dir, tools: 
     }
     return out;
   } finally {
-    for (const c of children) c.kill('SIGKILL');
+    for (const c of children) {
+      // perf's group (with its sleep), or the strace child alone.
+      try { process.kill(-c.pid, 'SIGKILL'); } catch { c.kill('SIGKILL'); }
+    }
   }
 }
 
