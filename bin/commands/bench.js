@@ -6,10 +6,10 @@
 
 const { UsageError } = require('../../lib/errors');
 const { requirePackages, finish } = require('./loadtest');
-const options = require('../../loadtest/options');
+const options = require('../load-options');
 const command = require('../../lib/command');
 
-// The options table is the harness's own (loadtest/options.js).
+// The options table is shared with the other load command (bin/load-options.js).
 const COMMAND = options.commandOf('bench', options.BENCH);
 
 function parse(argv) {
@@ -60,7 +60,7 @@ async function tlsBench(argv, o) {
   const { runTlsBench } = require('../../loadtest/tls-bench');
   const report = require('../../loadtest/report');
   const { benchText } = require('../../loadtest/table');
-  const { BENCH } = require('../../loadtest/options');
+  const { BENCH } = require('../load-options');
   for (const k of ['json', 'md', 'html']) if (o[k] === BENCH[k].dflt) o[k] = o[k].replace(/bench\./, 'bench-tls.');
   // Client shapes: h2load starts new clients in batches of 100; 16 returning
   // clients; 8 HTTP/2 connections of 16 streams; gzip runs half the duration.

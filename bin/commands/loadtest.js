@@ -5,7 +5,7 @@
 // The harness lives in loadtest/ (see loadtest/README.md).
 
 const { UsageError, missingPackages, notInstalled } = require('../../lib/errors');
-const options = require('../../loadtest/options');
+const options = require('../load-options');
 const command = require('../../lib/command');
 
 // The harness needs these npm packages; a fresh clone without `npm ci` gets
@@ -41,7 +41,7 @@ function finish(doc, o, text) {
   return 0;
 }
 
-// The options table is the harness's own (loadtest/options.js).
+// The options table is shared with the other load command (bin/load-options.js).
 const COMMAND = options.commandOf('loadtest', options.LOADTEST);
 
 function parse(argv) {

@@ -4,7 +4,7 @@
 //
 // Where the time goes in a live stack: syscalls per process group, perf
 // samples with JavaScript frames, accept queues, a flame graph and a verdict
-// (loadtest/profile/). Every tracer stops by itself after --duration seconds.
+// (profile/). Every tracer stops by itself after --duration seconds.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -18,12 +18,12 @@ const doctor = require('../../lib/doctor');
 const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
 const { document, writeFile } = require('../../loadtest/report');
-const { profile, requireTools } = require('../../loadtest/profile/run');
-const { groupsOf, deployedPids } = require('../../loadtest/profile/target');
+const { profile, requireTools } = require('../../profile/run');
+const { groupsOf, deployedPids } = require('../../profile/target');
 const { readSettingsFile } = require('../../app/settings');
-const { decide } = require('../../loadtest/profile/verdict');
-const { renderSvg } = require('../../loadtest/profile/flame');
-const { lines, toMarkdown, toHtml } = require('../../loadtest/profile/report');
+const { decide } = require('../../profile/verdict');
+const { renderSvg } = require('../../profile/flame');
+const { lines, toMarkdown, toHtml } = require('../../profile/report');
 
 const COMMAND = {
   name: 'profile',
@@ -33,7 +33,7 @@ const COMMAND = {
     'strace -c -f -w. Prints the syscalls per request of nginx\'s and the app\'s workers, each tracer\'s slowdown, ' +
     'the top symbols, the accept queues and a verdict with its advice: queue-bound, proxy-bound, generator-bound ' +
     '(--demo: the load generator, not the server, was the limit), app-bound, transport-bound or undetermined ' +
-    '(the rule: loadtest/profile/verdict.js). The flame graph of nginx\'s and the app\'s workers is written to an ' +
+    '(the rule: profile/verdict.js). The flame graph of nginx\'s and the app\'s workers is written to an ' +
     'SVG file whose name it prints.\n\n' +
     '--demo starts the kit\'s stack as `tunekit demo` does (workers with the perf map on), drives it through nginx ' +
     'on 127.0.0.1 and stops it. --pid / --unit attach to a running service of the kit\'s (the runner or an app ' +

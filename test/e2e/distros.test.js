@@ -11,6 +11,8 @@
 // - sid (the newest nginx and Node Debian has): deploys, and the pool holds:
 //   during a burst the app accepts no more connections than there are clients,
 //   within keepalive x nginx workers (a test app counts them).
+// A distribution is one entry of MATRIX below (its suite, what it checks before,
+// at and after the one deploy); test/lib/nspawn.js builds any Debian suite.
 // Each host is checked over HTTP through nginx to the app on its UDS, with the
 // socket's owner and mode. The full idempotence, check-mode and failure suite
 // runs on Debian 13 in ansible-site.test.js; here each release deploys,
@@ -31,8 +33,91 @@ const NODE_ON_HOST = '/opt/tunekit-node/bin/node';
 const COUNTING_APP = path.join(ROOT, 'test/fixtures/ansible/counting-app');
 const CLIENTS = 16;
 const REQUESTS = 2000;
+const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (t) => {
+// The matrix: one entry per distribution. `hostVars` are the host's own
+// variables from the start; `before` runs before the one deploy of every host
+// (and may add host variables); `deployed` checks what only this release shows;
+// `after` runs once every host serves. Each test gets
+// { h, runner, versions, times } (versions: this host's nginx and node).
+const MATRIX = [
+  {
+    suite: 'bullseye',
+    name: 'tkd11',
+    label: 'Debian 11',
+    before: {
+      title: "Debian 11: Debian's Node 12 is refused before anything is deployed",
+      async run({ h, runner, version, times }) {
+        const t0 = Date.now();
+        const r = await runner.playbook([], { limit: h.name });
+        times.bullseyeRefusalS = Math.round((Date.now() - t0) / 1000);
+        assert.notEqual(r.code, 0, 'the play deployed onto Node 12');
+        assert.match(r.out, new RegExp(`Node ${escape(version.node.slice(1))} \\(/usr/bin/node\\) on ${h.name} is too old;\\s+tunekit needs Node ${escape(MIN_NODE)} or newer`));
+        assert.match(r.out, /point tunekit_node_bin at it and set\s+tunekit_install_node: false/);
+        for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
+          assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
+        }
+        // A Node the user installed: this machine's, which runs on Debian 11's glibc.
+        const dest = path.join(h.root, NODE_ON_HOST);
+        fs.mkdirSync(path.dirname(dest), { recursive: true });
+        fs.copyFileSync(process.execPath, dest);
+        fs.chmodSync(dest, 0o755);
+        return { tunekit_node_bin: NODE_ON_HOST, tunekit_install_node: false };
+      },
+    },
+    async deployed({ h }) {
+      assert.match(await sh(h, `systemctl show -P ExecStart ${vars.tunekit_app_name}.service`), new RegExp(NODE_ON_HOST));
+      assert.match(await sh(h, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), /keepalive_time: nginx 1\.18\.\d+ lacks it/);
+    },
+  },
+  {
+    suite: 'bookworm',
+    name: 'tkd12',
+    label: 'Debian 12',
+    after: {
+      title: 'Debian 12: a second run changes nothing',
+      async run({ h, runner, times }) {
+        const t0 = Date.now();
+        const r = await runner.playbook([], { limit: h.name });
+        times.bookwormSecondRunS = Math.round((Date.now() - t0) / 1000);
+        assert.equal(r.code, 0, `second run failed (log ${r.log}):\n${tailOf(r.out)}`);
+        assert.equal(r.recap[h.name].changed, 0, `second run changed ${h.name}:\n${r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
+      },
+    },
+  },
+  {
+    suite: 'sid',
+    name: 'tkdsid',
+    label: 'sid',
+    hostVars: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js' },
+    // The pool as nginx-keepalive.test.js pins it on a local stack: a client
+    // connection carries one request at a time, so the upstream connections
+    // opened during the burst are at most the clients, and within the pool.
+    after: {
+      title: 'sid: the pool holds — no more upstream connections than clients, within keepalive x nginx workers',
+      async run({ h }) {
+        // Each app worker's running count of accepted connections, one file each
+        // (summed per file: the counts carry no newline to join on); the burst's
+        // share is the difference.
+        const accepted = async () => Number(await sh(h, `awk '{ s += $1 } END { print s + 0 }' ${vars.tunekit_socket_dir}/count.* 2>/dev/null || echo 0`));
+        const before = await accepted();
+        const result = await autocannon({ url: `http://${h.ip}:${vars.tunekit_nginx_listen_port}/`, connections: CLIENTS, amount: REQUESTS, timeout: 30 });
+        assert.equal(result.errors, 0);
+        assert.equal(result['2xx'], REQUESTS);
+        const opened = (await accepted()) - before;
+        const nginxWorkers = Number(await sh(h, 'pgrep -c -P "$(cat /run/nginx.pid)"'));
+        const pool = Number(vars.tunekit_nginx_upstream_keepalive) * nginxWorkers;
+        process.stderr.write(`distros: sid app accepted ${opened} upstream connections for ${REQUESTS} requests over ${CLIENTS} clients (pool ${pool})\n`);
+        assert.ok(opened >= 1, 'the app counted the connections nginx opened');
+        assert.ok(CLIENTS <= Number(vars.tunekit_nginx_upstream_keepalive), `the check needs ${CLIENTS} clients within one worker's pool`);
+        assert.ok(opened <= CLIENTS, `${opened} upstream connections opened for ${CLIENTS} clients`);
+        assert.ok(opened <= pool, `${opened} upstream connections opened, pool ${pool}`);
+      },
+    },
+  },
+];
+
+test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000 }, async (t) => {
   const hosts = {};
   let runner;
   let passed = false;
@@ -43,11 +128,8 @@ test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (
     process.stderr.write(`distros: ${JSON.stringify(times)}\n`);
   });
   const started = Date.now();
-  [hosts.bullseye, hosts.bookworm, hosts.sid] = (await Promise.all([
-    bootHosts(1, { name: 'tkd11', suite: 'bullseye' }),
-    bootHosts(1, { name: 'tkd12', suite: 'bookworm' }),
-    bootHosts(1, { name: 'tkdsid', suite: 'sid' }),
-  ])).map((h) => h[0]);
+  const booted = await Promise.all(MATRIX.map((d) => bootHosts(1, { name: d.name, suite: d.suite })));
+  MATRIX.forEach((d, i) => { hosts[d.suite] = booted[i][0]; });
   times.bootS = Math.round((Date.now() - started) / 1000);
   const versions = {};
   for (const [suite, h] of Object.entries(hosts)) {
@@ -57,16 +139,14 @@ test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (
   runner = ansible.createRunner(Object.values(hosts), {
     name: 'tunekit-distros-e2e',
     groupVars: { tunekit_nginx_disable_sites: ['default'] },
-    extraArgs: ['-e', 'tunekit_serial=100%'], // the three at once, as before the rollout
-    hostVars: {
-      [hosts.sid.name]: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js' },
-    },
+    extraArgs: ['-e', 'tunekit_serial=100%'], // every host at once, as before the rollout
+    hostVars: Object.fromEntries(MATRIX.filter((d) => d.hostVars).map((d) => [hosts[d.suite].name, d.hostVars])),
   });
-  const get = (h, urlPath) => ansible.get(h.ip, vars.tunekit_nginx_listen_port, urlPath);
+  const ctx = (d) => ({ h: hosts[d.suite], runner, version: versions[d.suite], versions, times });
 
   async function servesThroughNginx(h) {
     assert.equal(await sh(h, `systemctl is-active ${vars.tunekit_app_name}.service nginx.service`), 'active\nactive');
-    const res = await get(h, '/healthz');
+    const res = await ansible.get(h.ip, vars.tunekit_nginx_listen_port, '/healthz');
     assert.equal(res.status, 200, `GET /healthz through nginx on ${h.name}: ${res.body}`);
     assert.match(await sh(h, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), new RegExp(`server unix:${vars.tunekit_socket_path}\\b`));
     assert.equal(await sh(h, `stat -c '%U %G %a %F' ${vars.tunekit_socket_path}`),
@@ -74,71 +154,29 @@ test('site.yml onto Debian 11, 12 and sid', { timeout: 25 * 60 * 1000 }, async (
     return res;
   }
 
-  await t.test("Debian 11: Debian's Node 12 is refused before anything is deployed", async () => {
-    const h = hosts.bullseye;
-    const t0 = Date.now();
-    const r = await runner.playbook([], { limit: h.name });
-    times.bullseyeRefusalS = Math.round((Date.now() - t0) / 1000);
-    assert.notEqual(r.code, 0, 'the play deployed onto Node 12');
-    assert.match(r.out, new RegExp(`Node ${versions.bullseye.node.slice(1).replace(/\./g, '\\.')} \\(/usr/bin/node\\) on ${h.name} is too old;\\s+tunekit needs Node ${MIN_NODE.replace(/\./g, '\\.')} or newer`));
-    assert.match(r.out, /point tunekit_node_bin at it and set\s+tunekit_install_node: false/);
-    for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
-      assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
-    }
-  });
+  for (const d of MATRIX.filter((e) => e.before)) {
+    await t.test(d.before.title, async () => {
+      const added = await d.before.run(ctx(d));
+      if (added) runner.setHostVars(hosts[d.suite].name, { ...d.hostVars, ...added });
+    });
+  }
 
-  await t.test('all three deploy in one run (Debian 11 with a supported Node of its own) and serve through nginx', async () => {
-    // A Node the user installed: this machine's, which runs on Debian 11's glibc.
-    const dest = path.join(hosts.bullseye.root, NODE_ON_HOST);
-    fs.mkdirSync(path.dirname(dest), { recursive: true });
-    fs.copyFileSync(process.execPath, dest);
-    fs.chmodSync(dest, 0o755);
-    fs.writeFileSync(path.join(runner.tmp, 'host_vars', `${hosts.bullseye.name}.yml`),
-      JSON.stringify({ tunekit_node_bin: NODE_ON_HOST, tunekit_install_node: false }));
+  await t.test(`all ${MATRIX.length} deploy in one run and serve through nginx, rendered for their own nginx`, async () => {
     const t0 = Date.now();
     const r = await runner.playbook();
     times.deployAllS = Math.round((Date.now() - t0) / 1000);
     assert.equal(r.code, 0, `site.yml failed (log ${r.log}):\n${tailOf(r.out)}`);
     for (const h of Object.values(hosts)) assert.equal(r.recap[h.name].failed + r.recap[h.name].unreachable, 0, `${h.name} failed`);
-    for (const [suite, h] of Object.entries(hosts)) {
+    for (const d of MATRIX) {
+      const h = hosts[d.suite];
       await servesThroughNginx(h);
-      // Rendered for the nginx each host has.
-      assert.match(await sh(h, `head -n 12 ${vars.tunekit_nginx_conf_dir}/nginx.conf`), new RegExp(`for nginx ${versions[suite].nginx.replace(/\./g, '\\.')}\\.`));
+      assert.match(await sh(h, `head -n 12 ${vars.tunekit_nginx_conf_dir}/nginx.conf`), new RegExp(`for nginx ${escape(versions[d.suite].nginx)}\\.`));
+      if (d.deployed) await d.deployed(ctx(d));
     }
-    assert.match(await sh(hosts.bullseye, `systemctl show -P ExecStart ${vars.tunekit_app_name}.service`), new RegExp(NODE_ON_HOST));
-    assert.match(await sh(hosts.bullseye, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), /keepalive_time: nginx 1\.18\.\d+ lacks it/);
   });
 
-  await t.test('Debian 12: a second run changes nothing', async () => {
-    const h = hosts.bookworm;
-    const t0 = Date.now();
-    const r = await runner.playbook([], { limit: h.name });
-    times.bookwormSecondRunS = Math.round((Date.now() - t0) / 1000);
-    assert.equal(r.code, 0, `second run failed (log ${r.log}):\n${tailOf(r.out)}`);
-    assert.equal(r.recap[h.name].changed, 0, `second run changed ${h.name}:\n${r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
-  });
-
-  // The pool as nginx-keepalive.test.js pins it on a local stack: a client
-  // connection carries one request at a time, so the upstream connections
-  // opened during the burst are at most the clients, and within the pool.
-  await t.test('sid: the pool holds — no more upstream connections than clients, within keepalive x nginx workers', async () => {
-    const h = hosts.sid;
-    // Each app worker's running count of accepted connections, one file each
-    // (summed per file: the counts carry no newline to join on); the burst's
-    // share is the difference.
-    const accepted = async () => Number(await sh(h, `awk '{ s += $1 } END { print s + 0 }' ${vars.tunekit_socket_dir}/count.* 2>/dev/null || echo 0`));
-    const before = await accepted();
-    const result = await autocannon({ url: `http://${h.ip}:${vars.tunekit_nginx_listen_port}/`, connections: CLIENTS, amount: REQUESTS, timeout: 30 });
-    assert.equal(result.errors, 0);
-    assert.equal(result['2xx'], REQUESTS);
-    const opened = (await accepted()) - before;
-    const nginxWorkers = Number(await sh(h, 'pgrep -c -P "$(cat /run/nginx.pid)"'));
-    const pool = Number(vars.tunekit_nginx_upstream_keepalive) * nginxWorkers;
-    process.stderr.write(`distros: sid app accepted ${opened} upstream connections for ${REQUESTS} requests over ${CLIENTS} clients (pool ${pool})\n`);
-    assert.ok(opened >= 1, 'the app counted the connections nginx opened');
-    assert.ok(CLIENTS <= Number(vars.tunekit_nginx_upstream_keepalive), `the check needs ${CLIENTS} clients within one worker's pool`);
-    assert.ok(opened <= CLIENTS, `${opened} upstream connections opened for ${CLIENTS} clients`);
-    assert.ok(opened <= pool, `${opened} upstream connections opened, pool ${pool}`);
-  });
+  for (const d of MATRIX.filter((e) => e.after)) {
+    await t.test(d.after.title, () => d.after.run(ctx(d)));
+  }
   passed = true;
 });

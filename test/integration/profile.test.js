@@ -10,7 +10,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { runCommand } = require('../lib/util');
 const H = require('../fixtures/runner/harness');
-const { ADVICE } = require('../../loadtest/profile/verdict');
+const { ADVICE } = require('../../profile/verdict');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');

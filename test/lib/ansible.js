@@ -46,9 +46,11 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
   fs.mkdirSync(path.join(tmp, 'group_vars'));
   fs.writeFileSync(path.join(tmp, 'group_vars/tunekit.yml'), `${JSON.stringify(groupVars, null, 2)}\n`);
   fs.mkdirSync(path.join(tmp, 'host_vars'));
-  for (const [host, v] of Object.entries(hostVars)) {
+  // A host's own variables (replaced as a whole), read by every later run.
+  function setHostVars(host, v) {
     fs.writeFileSync(path.join(tmp, 'host_vars', `${host}.yml`), `${JSON.stringify(v, null, 2)}\n`);
   }
+  for (const [host, v] of Object.entries(hostVars)) setHostVars(host, v);
   let plays = 0;
 
   async function playbook(args = [], { limit } = {}) {
@@ -78,7 +80,7 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
     else process.stderr.write(`${name}: playbook logs kept in ${logDir}\n`);
   }
 
-  return { tmp, inventory, logDir, playbook, cleanup };
+  return { tmp, inventory, logDir, playbook, setHostVars, cleanup };
 }
 
 function tailOf(text, n = 60) {

@@ -15,7 +15,7 @@ const { benchText, loadtestText } = require('../../loadtest/table');
 const { staticConf, BODY } = require('../../loadtest/static-nginx');
 const config = require('../../lib/config');
 const { createEnv } = require('../../lib/template');
-const { parse, LOADTEST, BENCH } = require('../../loadtest/options');
+const { parse, LOADTEST, BENCH } = require('../../bin/load-options');
 const { sampleBenchDoc } = require('../fixtures/loadtest/sample');
 
 const FIX = path.join(__dirname, '../fixtures/loadtest');

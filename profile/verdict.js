@@ -25,7 +25,7 @@
 //
 // Each verdict comes with its advice: what to do about it.
 
-const { CLIENT_BOUND_CORE_SHARE, OTHER_LOAD_CORES } = require('../measure');
+const { CLIENT_BOUND_CORE_SHARE, OTHER_LOAD_CORES } = require('../loadtest/measure');
 
 const PROXY_CORE_SHARE = 0.9;
 const GENERATOR_LEAD = 2;

@@ -1,15 +1,16 @@
 'use strict';
-// Command-line options of `tunekit loadtest` and `tunekit bench`: one table
-// each (name, type, default, help) that parses argv and prints --help (in the
-// format of every command's, lib/command.js).
+// Command-line options of `tunekit loadtest` and `tunekit bench`, the two load
+// commands, which share most of them: one table each (name, type, default,
+// help) that parses argv and prints --help (in the format of every command's,
+// lib/command.js). The rules between options are in each command's own file.
 
 const { parseCommandLine, outputFile, inputFile } = require('../lib/args');
 const command = require('../lib/command');
 const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
-const { cores } = require('./cpu');
-const { available: wrkAvailable } = require('./wrk');
-const { DEFAULT_SCENARIOS } = require('./bench');
+const { cores } = require('../loadtest/cpu');
+const { available: wrkAvailable } = require('../loadtest/wrk');
+const { DEFAULT_SCENARIOS } = require('../loadtest/bench');
 
 const positiveInt = (name, v) => {
   const n = Number(v);

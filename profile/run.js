@@ -20,10 +20,10 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, execFile } = require('node:child_process');
-const { UsageError } = require('../../lib/errors');
-const { parseStraceC, attach } = require('../syscalls');
+const { UsageError } = require('../lib/errors');
+const { parseStraceC, attach } = require('../loadtest/syscalls');
 const P = require('./parse');
-const cpu = require('../cpu');
+const cpu = require('../loadtest/cpu');
 
 // The syscalls the table shows (the socket path of a request), in this order.
 const SYSCALLS = ['epoll_wait', 'epoll_pwait', 'accept4', 'read', 'write', 'readv', 'writev', 'recvfrom', 'sendto', 'recvmsg', 'sendmsg', 'close'];

@@ -11,7 +11,7 @@
 
 const fs = require('node:fs');
 const { spawnSync } = require('node:child_process');
-const { cmdline, childrenOf, alive, RUNNER_CMD: RUNNER, WORKER_CMD: WORKER } = require('../../lib/proc');
+const { cmdline, childrenOf, alive, RUNNER_CMD: RUNNER, WORKER_CMD: WORKER } = require('../lib/proc');
 const { ProfileError } = require('./run');
 
 const RENDERED_MARK = 'rendered by tunekit';

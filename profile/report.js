@@ -5,7 +5,7 @@
 // kit's report page, loadtest/html.js, with the flame graph SVG embedded). The
 // JSON report is the result itself (loadtest/report.js's document()).
 
-const { page, esc, htmlTable } = require('../html');
+const { page, esc, htmlTable } = require('../loadtest/html');
 
 const SHOWN_SYMBOLS = 10;
 
