@@ -302,29 +302,36 @@ async function profile({ groups, duration, load = null, watch = [], dir, tools: 
       'perf trace': { nginx: table(perfRows.nginx, unit(tr.load)), app: table(perfRows.app, unit(tr.load)) },
       strace: { nginx: table(st.traced.nginx, unit(st.load)), app: table(st.traced.app, unit(st.load)) },
     };
-    if (load) {
-      const base = out.phases.baseline.reqPerSec;
-      out.phases.perfTrace = tr.load;
-      out.phases.strace = st.load;
-      out.slowdown = {
-        'perf record': base ? rec.load.reqPerSec / base : null,
-        'perf trace': base ? tr.load.reqPerSec / base : null,
-        strace: base ? st.load.reqPerSec / base : null,
-      };
-      out.tracer = out.slowdown['perf trace'] >= out.slowdown.strace ? 'perf trace' : 'strace';
-    } else {
-      out.tracer = 'perf trace';
-    }
-    if (!trThreads.length) {
-      out.tracer = 'strace';
-      out.warnings.push(`perf trace gave no summary (${tr.traced.stderr.trim().split('\n').pop() || 'no output'}); the table is strace's`);
-    }
+    chooseTracer(out, { load, rec, tr, st, summarised: trThreads.length > 0 });
     return out;
   } finally {
     for (const c of children) {
       // perf's group (with its sleep), or the strace child alone.
       try { process.kill(-c.pid, 'SIGKILL'); } catch { c.kill('SIGKILL'); }
     }
+  }
+}
+
+// The slowdown each tracer caused (req/s under it / req/s at baseline), and
+// whose syscall table the report shows: the tracer that slowed the load least,
+// strace when perf trace gave no summary.
+function chooseTracer(out, { load, rec, tr, st, summarised }) {
+  if (load) {
+    const base = out.phases.baseline.reqPerSec;
+    out.phases.perfTrace = tr.load;
+    out.phases.strace = st.load;
+    out.slowdown = {
+      'perf record': base ? rec.load.reqPerSec / base : null,
+      'perf trace': base ? tr.load.reqPerSec / base : null,
+      strace: base ? st.load.reqPerSec / base : null,
+    };
+    out.tracer = out.slowdown['perf trace'] >= out.slowdown.strace ? 'perf trace' : 'strace';
+  } else {
+    out.tracer = 'perf trace';
+  }
+  if (!summarised) {
+    out.tracer = 'strace';
+    out.warnings.push(`perf trace gave no summary (${tr.traced.stderr.trim().split('\n').pop() || 'no output'}); the table is strace's`);
   }
 }
 

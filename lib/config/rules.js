@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
+const { readDefinition } = require('./definition');
 
 const RULES_FILE = 'ansible/roles/tunekit/vars/rules.yml';
 const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
@@ -68,11 +69,9 @@ let definitionRead = null;
  * What nginx, Node or the kernel uses when nothing sets `key`: the first word of
  * its "Upstream default:" in the definition's comment, a number where it is one
  * ("512 (Debian's nginx.conf: 768)" -> 512, "1.0 (1.1 since 1.29.7)" -> "1.0").
- * (vartable.js is required here, not above: it requires config/index.js, which
- * requires this module.)
  */
 function upstreamDefault(key, definition = definitionRead) {
-  if (!definition) definition = definitionRead = require('./vartable').readDefinition();
+  if (!definition) definition = definitionRead = readDefinition();
   const entry = definition.find((d) => d.key === key);
   const word = entry && /^[^\s(]+/.exec(entry.upstream);
   if (!word || /^(n\/a|none|inherited)$/i.test(word[0])) {
