@@ -10,7 +10,7 @@ const { UsageError } = require('../lib/errors');
 const { choices } = require('../lib/config');
 const { cores } = require('../loadtest/cpu');
 const { available: wrkAvailable } = require('../loadtest/wrk');
-const { DEFAULT_SCENARIOS } = require('../loadtest/bench');
+const { DEFAULT_SCENARIOS } = require('../loadtest/scenarios');
 
 const positiveInt = (name, v) => {
   const n = Number(v);

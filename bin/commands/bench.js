@@ -2,7 +2,7 @@
 // `tunekit bench`: stock vs kit-tuned TCP vs kit-tuned UDS, with the
 // nginx-static and direct ceilings, A/B interleaved rounds, medians with
 // min–max and per-round ratios. Writes JSON, Markdown and HTML reports
-// (default loadtest/results/bench.*). The harness is loadtest/bench.js.
+// (default loadtest/results/bench.*). The harness is loadtest/scenarios.js.
 
 const { UsageError } = require('../../lib/errors');
 const { requirePackages, finish } = require('./loadtest');
@@ -33,7 +33,7 @@ async function main(argv) {
   o.varsFiles = o.vars;
   o.timeoutS = o.timeout;
   if (o.https) return tlsBench(argv, o);
-  const { runBench, SCENARIOS } = require('../../loadtest/bench');
+  const { runBench, SCENARIOS } = require('../../loadtest/scenarios');
   const report = require('../../loadtest/report');
   const { benchText } = require('../../loadtest/table');
   o.scenarios = o.scenarios.split(',').map((s) => s.trim()).filter(Boolean);

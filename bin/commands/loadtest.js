@@ -73,7 +73,7 @@ async function main(argv) {
   if (o.socket && o.driver === 'wrk') throw new UsageError('wrk cannot connect to a Unix socket; drop --driver wrk or use --url');
   // Refuse a wrong-typed --set/--vars value before anything starts.
   require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
-  const { runLoadtest } = require('../../loadtest/loadtest');
+  const { runLoadtest } = require('../../loadtest/one-stack');
   const { createProgress } = require('../../loadtest/progress');
   const report = require('../../loadtest/report');
   const { loadtestText } = require('../../loadtest/table');

@@ -1,5 +1,5 @@
 'use strict';
-// `tunekit bench`: every scenario side by side in one run, A/B interleaved.
+// The engine of `tunekit bench`: every scenario side by side in one run, A/B interleaved.
 // All stacks start first and stay up (idle stacks cost nothing); each round
 // then runs every scenario once, in an order rotated and alternated per round
 // (stats.roundOrder), so slow drift of a noisy machine (other tenants,

@@ -1,5 +1,5 @@
 'use strict';
-// `tunekit loadtest`: one stack (or an existing deployment), one driver.
+// The engine of `tunekit loadtest`: one stack (or an existing deployment), one driver.
 // Without --rate: a saturation run. With --rate R: the kit's paced run at R
 // (even arrivals, latency from the intended send time) and, beside it, an
 // autocannon -R R run (bursty per-second budget, latency from the actual
