@@ -92,14 +92,59 @@ function must(cmd, args, opts) {
   return r;
 }
 
+const BUILD_WAIT_MS = 20 * 60 * 1000; // a build is minutes; past this a lock is stuck
+
+// The build lock of one rootfs: an atomic mkdir holding its owner's pid. Two
+// test files (the e2e and local lanes run side by side) that want the same
+// tree on a fresh machine: one builds it, the other waits for it. A lock whose
+// owner is gone is taken over. Returns the release function, or null when the
+// tree was completed while waiting.
+function buildLock(dest, log) {
+  const lock = `${dest}.lock`;
+  const deadline = Date.now() + BUILD_WAIT_MS;
+  let said = false;
+  for (;;) {
+    if (fs.existsSync(path.join(dest, '.tunekit-complete'))) return null;
+    try {
+      fs.mkdirSync(lock);
+      fs.writeFileSync(path.join(lock, 'pid'), String(process.pid));
+      return () => fs.rmSync(lock, { recursive: true, force: true });
+    } catch (err) {
+      if (err.code !== 'EEXIST') throw err;
+    }
+    const owner = Number((() => { try { return fs.readFileSync(path.join(lock, 'pid'), 'utf8'); } catch { return ''; } })());
+    if (owner && !alive(owner)) {
+      fs.rmSync(lock, { recursive: true, force: true }); // its builder died
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`waited ${BUILD_WAIT_MS / 60000} min for pid ${owner || '?'} to build ${dest}; if no build is running, remove ${lock}`);
+    if (!said) log(`waiting for pid ${owner || '?'}, which builds ${dest}`);
+    said = true;
+    spawnSync('sleep', ['1']);
+  }
+}
+
 // Builds the cached rootfs if missing; returns its path. Builds into a
-// sibling temp dir and renames, so a half-built tree is never used.
+// sibling temp dir and renames, so a half-built tree is never used; one
+// builder at a time (buildLock).
 function ensureRootfs({ suite = DEFAULT_SUITE, log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
   const dest = rootfsPath(suite);
-  const { packages, apt } = suitePackages(suite);
   if (fs.existsSync(path.join(dest, '.tunekit-complete'))) return dest;
   if (process.getuid() !== 0) throw new Error(`building ${dest} needs root (debootstrap)`);
   fs.mkdirSync(CACHE_DIR, { recursive: true });
+  const release = buildLock(dest, log);
+  if (!release) return dest;
+  try {
+    buildRootfs(suite, dest, log);
+  } finally {
+    release();
+  }
+  return dest;
+}
+
+function buildRootfs(suite, dest, log) {
+  const { packages, apt } = suitePackages(suite);
+  if (fs.existsSync(path.join(dest, '.tunekit-complete'))) return;
   const tmp = fs.mkdtempSync(`${dest}.building-`);
   const started = Date.now();
   log(`building ${dest} with debootstrap ${suite} from ${MIRROR} (takes minutes, once)`);
@@ -113,12 +158,6 @@ function ensureRootfs({ suite = DEFAULT_SUITE, log = (m) => process.stderr.write
     must('chroot', [tmp, 'apt-get', 'clean']);
     prepareRootfs(tmp);
     fs.writeFileSync(path.join(tmp, '.tunekit-complete'), `${new Date().toISOString()}\n${[...packages, ...apt].join(' ')}\n`);
-    if (fs.existsSync(path.join(dest, '.tunekit-complete'))) {
-      // Another test run finished the same build first (and may be using it).
-      unmountUnder(tmp);
-      fs.rmSync(tmp, { recursive: true, force: true });
-      return dest;
-    }
     fs.rmSync(dest, { recursive: true, force: true }); // an unfinished tree
     fs.renameSync(tmp, dest);
   } catch (err) {
@@ -127,7 +166,6 @@ function ensureRootfs({ suite = DEFAULT_SUITE, log = (m) => process.stderr.write
     throw err;
   }
   log(`built ${dest} in ${Math.round((Date.now() - started) / 1000)} s`);
-  return dest;
 }
 
 // Builds the rootfs of every suite given that is not cached yet, in parallel
