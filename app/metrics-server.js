@@ -10,6 +10,7 @@
 // p.infos (worker.id -> info: worker, pid, slot, state), p.metricsCounters,
 // p.metricsWaits; they call info.worker.send.
 
+const cluster = require('node:cluster');
 const http = require('node:http');
 const { ListenError } = require('./errors');
 const { MSG } = require('./ipc');
@@ -32,9 +33,16 @@ function refusal(endpoint, err) {
 
 /**
  * Listen on `endpoint` ({kind: 'tcp'|'unix', ...}) with `render()` → text (or a
- * promise of it) for GET /metrics. Exclusive: in a cluster worker (PM2) the
- * worker binds itself instead of asking the cluster primary. Rejects with a
- * ListenError naming the endpoint and the fix.
+ * promise of it) for GET /metrics. Rejects with a ListenError naming the
+ * endpoint and the fix.
+ *
+ * In a PM2 cluster worker the listen goes through PM2's daemon (Node's cluster),
+ * which binds the address and holds it: during `pm2 reload` the new instance
+ * joins the address its predecessor still serves, instead of failing with
+ * EADDRINUSE, and the address stays bound across the hand-over. So a worker
+ * never removes a stale file there (the daemon may be serving it); the primary
+ * and a lone worker bind themselves, after the same stale-socket check as the
+ * app's socket (app/socket.js preparePath).
  */
 async function listenMetrics(endpoint, render) {
   const server = http.createServer((req, res) => {
@@ -49,14 +57,14 @@ async function listenMetrics(endpoint, render) {
     });
   });
   try {
-    if (endpoint.kind === 'unix') await sock.preparePath(endpoint.path);
+    if (endpoint.kind === 'unix' && !cluster.isWorker) await sock.preparePath(endpoint.path);
   } catch (err) {
     throw refusal(endpoint, err);
   }
   const options = endpoint.kind === 'unix' ? { path: endpoint.path } : { host: endpoint.host, port: endpoint.port };
   await new Promise((resolve, reject) => {
     server.once('error', (err) => reject(refusal(endpoint, err)));
-    server.listen({ ...options, exclusive: true }, resolve);
+    server.listen(options, resolve);
   });
   server.unref(); // never what keeps a process alive
   return server;
