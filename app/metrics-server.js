@@ -24,10 +24,13 @@ const SAMPLE_TIMEOUT_MS = 1000;
 function refusal(endpoint, err) {
   const what = `metrics endpoint ${endpoint.text} (tunekit_metrics_listen)`;
   const fix = 'choose another with --set tunekit_metrics_listen=tcp:127.0.0.1:PORT, or turn metrics off (tunekit_metrics=false)';
-  if (err.code === 'EADDRINUSE') return new ListenError(`${what} is in use by another process (EADDRINUSE): ${fix}`, 'EADDRINUSE');
-  if (err.code === 'EACCES') return new ListenError(`${what}: permission denied (EACCES; a port below 1024 needs root): ${fix}`, 'EACCES');
-  if (err.code === 'EADDRNOTAVAIL') return new ListenError(`${what}: no such address on this host (EADDRNOTAVAIL): ${fix}`, 'EADDRNOTAVAIL');
   if (err instanceof ListenError) return new ListenError(`${what}: ${err.message}`, err.code);
+  if (err.code === 'EADDRINUSE') return new ListenError(`${what} is in use by another process (EADDRINUSE): ${fix}`, 'EADDRINUSE');
+  if (err.code === 'EACCES') {
+    const why = endpoint.kind === 'tcp' ? 'a port below 1024 needs root' : 'the directory needs write and search permission';
+    return new ListenError(`${what}: permission denied (EACCES; ${why}): ${fix}`, 'EACCES');
+  }
+  if (err.code === 'EADDRNOTAVAIL') return new ListenError(`${what}: no such address on this host (EADDRNOTAVAIL): ${fix}`, 'EADDRNOTAVAIL');
   return new ListenError(`${what}: ${err.code || err.message}: ${fix}`, err.code);
 }
 
