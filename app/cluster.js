@@ -23,6 +23,8 @@ const listeners = require('./listeners');
 const lifecycle = require('./lifecycle');
 const rolling = require('./rolling');
 const socketWatch = require('./socket-watch');
+const metricsServer = require('./metrics-server');
+const { createPrimaryCounters, countEvent } = require('./metrics');
 
 const WORKER_ENTRY = path.join(__dirname, 'worker.js');
 
@@ -50,7 +52,13 @@ class Primary {
    */
   constructor(settings, { log = makeLogger(), exit = (code) => process.exit(code), forkWorker = (env) => cluster.fork(env) } = {}) {
     this.s = settings;
-    this.log = log;
+    // Every event the primary logs is also counted (app/metrics.js countEvent).
+    this.metricsCounters = createPrimaryCounters();
+    this.metricsWaits = new Map(); // `${worker.id}:${seq}` -> resolve(sample): scrapes waiting
+    this.log = (level, event, fields) => {
+      countEvent(this.metricsCounters, level, event, fields);
+      log(level, event, fields);
+    };
     this.exit = exit;
     this.forkWorker = forkWorker;
     this.listen = settings.endpoint;
@@ -92,6 +100,9 @@ class Primary {
   // ---- rolling restart (app/rolling.js) -------------------------------------
   reload(options) { return rolling.reload(this, options); }
   moveWorkers() { rolling.moveWorkers(this); }
+
+  // ---- metrics (app/metrics-server.js) --------------------------------------
+  onMetricsSample(info, msg) { metricsServer.onSample(this, info, msg); }
 
   // ---- the socket path, checked (app/socket-watch.js) -----------------------
   watchSockets() { socketWatch.watchSockets(this); }
@@ -148,12 +159,17 @@ class Primary {
     });
     try {
       preflight(s);
+      // The metrics endpoint first: a taken address refuses the start before any
+      // socket is bound or worker forked.
+      this.metricsServer = await metricsServer.serveForPrimary(this);
+      if (this.metricsServer) this.log('info', 'metrics-listen', { listen: s.metricsEndpoint.text, path: '/metrics' });
       await this.bindListeners();
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       this.log('error', 'listen-refused', { error: err.message, code: err.code });
       process.stderr.write(`tunekit: ${err.message}\n`);
       this.releaseListeners();
+      if (this.metricsServer) this.metricsServer.close();
       return 1;
     }
     const finished = new Promise((resolve) => { this.done = resolve; });

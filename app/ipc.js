@@ -8,6 +8,8 @@ const MSG = Object.freeze({
   LISTENING: 'listening', //     worker → primary: accepting; { source } names the app module
   FATAL: 'fatal', //             worker → primary: { error } before it exits 1
   DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit
+  METRICS: 'metrics', //         primary → worker: { seq }: send your sample (a scrape)
+  METRICS_SAMPLE: 'metrics-sample', // worker → primary: { seq, sample } (app/metrics.js)
 });
 
 // PM2's wait_ready convention: a bare 'ready' from a worker it runs.

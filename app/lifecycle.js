@@ -8,7 +8,7 @@
 //   p.s, p.log, p.listen, p.state ('starting' | 'running' | 'stopping'), p.everReady,
 //   p.slots ([{ n, current, timer }]), p.infos (worker.id -> info), p.spare,
 //   p.spareTimer, p.deaths, p.lastError, p.startTimeouts (failed starts in a row), p.exitCode;
-// and calls p.forkWorker(env) (cluster.fork), p.fork, p.sendListener, p.takeSpare,
+// and calls p.forkWorker(env) (cluster.fork), p.onMetricsSample, p.fork, p.sendListener, p.takeSpare,
 // p.scheduleSpare, p.bindingOf, p.adoptRoundRobinSocket, p.watchSockets,
 // p.pids, p.shutdown, p.finish.
 // A worker is what cluster.fork returns: id, process.pid, process.kill(sig),
@@ -82,6 +82,10 @@ function fork(p, slot, { replacement = false, spare = false } = {}) {
 
 function onMessage(p, info, msg) {
   if (!msg || typeof msg !== 'object') return;
+  if (msg.tunekit === MSG.METRICS_SAMPLE) {
+    p.onMetricsSample(info, msg);
+    return;
+  }
   if (msg.tunekit === MSG.FATAL) {
     info.error = msg.error;
     p.lastError = msg.error;
@@ -160,6 +164,7 @@ function maybeReady(p) {
   p.state = 'running';
   const fields = { listen: p.listen.text, strategy: p.s.strategy, workers: pids(p) };
   if (p.s.strategy === 'per-worker') fields.sockets = socketPaths(p.s);
+  if (p.s.metrics) fields.metrics = p.s.metricsEndpoint.text;
   p.log('info', 'ready', fields);
   p.scheduleSpare(0);
   p.watchSockets();
@@ -179,7 +184,8 @@ function onExit(p, worker, code, signal) {
   const wasSpare = info.state === 'spare';
   if (p.spare === info) p.spare = null;
   const planned = info.state === 'retiring' || p.state === 'stopping';
-  const fields = { worker: info.id, worker_pid: info.pid, slot: info.slot ? info.slot.n : null, code, signal, spare: wasSpare || undefined };
+  const fields = { worker: info.id, worker_pid: info.pid, slot: info.slot ? info.slot.n : null, code, signal, spare: wasSpare || undefined,
+    start_timeout: info.timedOut || undefined };
   if (info.slot && info.slot.current === info) info.slot.current = null;
 
   if (planned) {

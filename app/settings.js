@@ -22,8 +22,8 @@ const INTEGER_FIELDS = [
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
 // (ansible/roles/tunekit/defaults/main/) holds them, the template renders
 // them all, and a file that lacks one was rendered by another version of the kit.
-const BOOLEAN_FIELDS = ['perfMap'];
-const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS];
+const BOOLEAN_FIELDS = ['perfMap', 'metrics'];
+const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS, 'metricsListen'];
 
 /**
  * Parse a listen string.
@@ -58,6 +58,32 @@ function parseListen(value) {
     return { kind: 'fd', fd, systemd: false, text: value };
   }
   throw new SettingsError(`listen ${value}: expected unix:/path.sock, tcp:HOST:PORT, fd:N or systemd`);
+}
+
+/**
+ * The metrics endpoint (tunekit_metrics_listen): tcp:HOST:PORT or unix:/path.sock,
+ * never the app's own listener. Refusals name the variable and the fix.
+ */
+function parseMetricsListen(value, listen) {
+  const name = `metricsListen ${JSON.stringify(value)} (tunekit_metrics_listen)`;
+  let endpoint;
+  try {
+    endpoint = parseListen(value);
+  } catch (err) {
+    throw new SettingsError(`${name}: expected tcp:HOST:PORT with a port 1-65535 (tcp:127.0.0.1:9464) or unix:/path.sock`);
+  }
+  if (endpoint.kind === 'fd') {
+    throw new SettingsError(`${name}: an inherited socket cannot serve metrics; use tcp:127.0.0.1:9464 or unix:/path.sock`);
+  }
+  if (endpoint.kind === 'unix' && Buffer.byteLength(endpoint.path) > SUN_PATH_MAX) {
+    throw new SettingsError(`${name}: the socket path is ${Buffer.byteLength(endpoint.path)} bytes; the limit (sun_path) is ${SUN_PATH_MAX}: choose a shorter directory or name`);
+  }
+  const same = endpoint.kind === listen.kind &&
+    (endpoint.kind === 'unix' ? endpoint.path === listen.path : endpoint.port === listen.port);
+  if (same) {
+    throw new SettingsError(`${name} is the app's own listener (${listen.text}): give the metrics endpoint an address of its own`);
+  }
+  return endpoint;
 }
 
 function parseMode(value) {
@@ -118,6 +144,8 @@ function normalize(input) {
   if (s.strategy === 'per-worker' && listen.kind !== 'unix') {
     throw new SettingsError(`strategy per-worker needs a unix: listen (one socket per worker, PATH.N), not ${listen.text}`);
   }
+  if (typeof s.metricsListen !== 'string') throw new SettingsError('metricsListen must be a listen string (tcp:127.0.0.1:9464) (tunekit_metrics_listen)');
+  if (s.metrics) Object.defineProperty(s, 'metricsEndpoint', { value: parseMetricsListen(s.metricsListen, listen), enumerable: false });
   s.socketMode = String(s.socketMode);
   Object.defineProperty(s, 'modeBits', { value: parseMode(s.socketMode), enumerable: false });
   s.socketGroup = s.socketGroup == null ? '' : String(s.socketGroup);
@@ -170,6 +198,7 @@ module.exports = {
   FIELDS,
   SettingsError,
   parseListen,
+  parseMetricsListen,
   endpointOf,
   parseMode,
   normalize,

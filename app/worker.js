@@ -20,6 +20,8 @@ const { loadApp } = require('./load');
 const { MSG, PM2_READY } = require('./ipc');
 const { makeLogger, formatFor } = require('./log');
 const { normalize, readSettingsFile } = require('./settings');
+const metrics = require('./metrics');
+const { listenMetrics, instanceEndpoint } = require('./metrics-server');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -27,6 +29,7 @@ const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
 
 let server = null;
 let settings = null;
+let meter = null; // app/metrics.js, when settings.metrics
 let draining = false;
 let dying = false;
 
@@ -183,6 +186,7 @@ function installDispatcher(srv) {
   srv.removeAllListeners('request');
   srv.on('connection', (socket) => {
     sockets.add(socket);
+    if (meter) metrics.countConnection(meter, socket);
     countFiles();
     socket[INFLIGHT] = 0;
     socket.once('close', () => sockets.delete(socket));
@@ -194,6 +198,7 @@ function installDispatcher(srv) {
       return;
     }
     socket[INFLIGHT] += 1;
+    if (meter) metrics.countRequest(meter, req, res);
     res.once('close', () => {
       socket[INFLIGHT] -= 1;
       // A response that began before the drain (an SSE stream the app ended on
@@ -328,9 +333,30 @@ function drain() {
   }, settings.drainTimeoutMs).unref();
 }
 
+// ---- metrics ---------------------------------------------------------------------
+//
+// Under the kit's primary the primary serves the endpoint and asks each worker for
+// its sample over IPC (MSG.METRICS); otherwise (PM2, on its own) the worker serves
+// its own, instance I on the base port + I (app/metrics-server.js).
+
+function metricsSample() {
+  return metrics.sample(meter, metrics.infoOf(settings, release));
+}
+
+/** The worker's own endpoint (not managed): bound before the app listens, or a refusal. */
+async function serveOwnMetrics() {
+  const instance = Number(process.env.NODE_APP_INSTANCE || 0);
+  const endpoint = instanceEndpoint(settings.metricsEndpoint, instance);
+  const label = String(instance + 1);
+  await listenMetrics(endpoint, () => metrics.render({ workers: [{ worker: label, pid: process.pid, sample: metricsSample() }] }));
+  log('info', 'metrics-listen', { listen: endpoint.text, path: '/metrics', worker: label });
+}
+
 async function main() {
   settings = readSettings();
   process.env.TUNEKIT_WORKERS = String(settings.workers);
+  if (settings.metrics) meter = metrics.createMeter();
+  if (settings.metrics && !managed) await serveOwnMetrics();
   const app = await loadApp(settings.module);
   server = app.server;
   applyTimeouts(server, settings);
@@ -362,6 +388,9 @@ process.on('SIGTERM', drain);
 process.on('SIGINT', drain);
 process.on('message', (msg) => {
   if (msg && msg.tunekit === MSG.DRAIN) drain();
+  if (msg && msg.tunekit === MSG.METRICS && managed) {
+    process.send({ tunekit: MSG.METRICS_SAMPLE, seq: msg.seq, sample: meter ? metricsSample() : null }, undefined, () => {});
+  }
 });
 
 main().catch((err) => fatal(err, 'load'));

@@ -34,6 +34,7 @@ DEBIAN.test = [
   ...DEBIAN.e2e.filter(([bin]) => bin !== '/usr/sbin/nginx'),
   ['/usr/bin/strace', 'strace'],
   ['/usr/bin/chromium', 'chromium'],
+  ['/usr/bin/prometheus', 'prometheus'], // promtool too: the metrics tests
 ];
 const NEEDS_VENV = new Set(['test', 'e2e', 'ansible']);
 const JOBS = ['demo', 'test', 'bench', 'e2e', 'ansible'];

@@ -7,6 +7,7 @@
 //   const stack = await startStack({ upstream: 'uds', profile: 'tuned', workers: 2 });
 //   stack.url                 http://127.0.0.1:PORT/
 //   stack.pids()              { nginx: [master, ...workers], app: [primary, ...workers] }
+//   stack.metrics             [{ name: 'app', url }]: every metrics endpoint of the stack
 //   await stack.stop()        nginx quits, the app drains, the temp dir goes
 //   await stack.appExited     { code, signal } of the runner's primary, once it exits
 //
@@ -191,6 +192,8 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
     `tunekit_app_workers=${workers}`,
     'tunekit_nginx_listen_address=127.0.0.1',
     `tunekit_nginx_listen_port=${nginxPort}`,
+    // The runner's metrics endpoint on a free loopback port (a caller's set may turn it off).
+    `tunekit_metrics_listen=tcp:127.0.0.1:${await freePort()}`,
   ];
   if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
   const tlsPort = tls ? await freePort() : null;
@@ -324,6 +327,7 @@ async function startStack(o = {}) {
       socketPath,
       sockets: ready.sockets || (socketPath ? [socketPath] : []),
       appListen: ready.listen, // as the runner bound it (its ready event)
+      metrics: metricsEndpoints(vars),
       renderDir: dir,
       errorLogPath: vars.tunekit_nginx_error_log_path,
       accessLogPath: vars.tunekit_nginx_access_log_path,
@@ -338,6 +342,13 @@ async function startStack(o = {}) {
     await stop();
     throw err;
   }
+}
+
+/** Every metrics endpoint of a stack, as Prometheus scrapes it: [{ name, url }]. */
+function metricsEndpoints(vars) {
+  if (!vars.tunekit_metrics) return [];
+  const m = /^tcp:(.+):(\d+)$/.exec(vars.tunekit_metrics_listen);
+  return m ? [{ name: 'app', url: `http://${m[1]}:${m[2]}/metrics` }] : [];
 }
 
 /** { nginx: [master, ...workers], app: [primary, ...workers] } of the processes still alive. */

@@ -48,6 +48,13 @@ const SCENARIOS = {
     },
     versus: ['uds'],
   },
+  // Every other stack runs the runner's metrics (on by default); this one turns them
+  // off: `metrics-off/uds` is what the meter costs (no scrapes during the runs).
+  'metrics-off': {
+    describe: 'as uds, with the runner\'s metrics off (tunekit_metrics=false)',
+    stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'] },
+    versus: ['uds'],
+  },
   'nginx-static': {
     describe: 'nginx alone, `return 200`, same nginx.conf (ceiling)',
     on: () => 'uds',

@@ -102,6 +102,7 @@ async function main(argv) {
     appWorkers = stack.ready.workers || pidsAtStart.app.slice(1);
     console.log(`  app            pid ${pidsAtStart.app[0]}, workers ${appWorkers.join(' ')} (listen ${stack.appListen})`);
     console.log(`  socket         ${stack.socketPath || '(none: TCP upstream)'}`);
+    for (const m of stack.metrics) console.log(`  metrics        ${m.url} (${m.name}; Prometheus text format, one series set per worker)`);
     console.log(`  burst          ${connections} connections for ${duration} s through nginx (autocannon)`);
 
     const r = await burst(stack, { duration, connections });

@@ -163,6 +163,19 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     assert.equal(await sh(host, 'curl -s -o /dev/null -w \'%{http_code}\' http://127.0.0.1/'), '200', 'nginx reaches the app');
   });
 
+  await t.test('the hardened unit serves the runner\'s metrics on its loopback endpoint, a series set per worker', async () => {
+    const url = `http://${vars.tunekit_metrics_listen.replace(/^tcp:/, '')}/metrics`;
+    // Every worker process of the unit (the spare too, once it has booted) in one scrape.
+    const text = await until(`every worker of ${unit} in ${url}`, async () => {
+      const p = await appPids(host, unit);
+      const body = await sh(host, `curl -s --fail ${url}`);
+      return p.workers.every((pid) => new RegExp(`^tunekit_app_info\\{worker="[^"]+",pid="${pid}"`, 'm').test(body)) ? body : false;
+    });
+    assert.match(text, new RegExp(`^tunekit_app_info\\{worker="1",pid="\\d+",strategy="${vars.tunekit_app_strategy}",listen="unix:${sock}",`, 'm'));
+    assert.match(text, /^tunekit_app_worker_restarts_total\{reason="crash"\} 0$/m, 'the primary\'s counters');
+    assert.match(text, new RegExp(`^process_max_fds\\{worker="1",pid="\\d+"\\} ${vars.tunekit_app_limit_nofile}$`, 'm'), 'the unit\'s LimitNOFILE as the soft limit');
+  });
+
   await t.test('/proc/<pid>/limits shows LimitNOFILE for the primary, every worker and nginx', async () => {
     const want = new RegExp(`^Max open files\\s+${vars.tunekit_app_limit_nofile}\\s+${vars.tunekit_app_limit_nofile}\\s+files`, 'm');
     for (const pid of [first.main, ...first.workers]) {

@@ -93,6 +93,12 @@ test('tunekit demo --keep leaves it running; the printed stop command removes ev
   const curl = spawnSync('sh', ['-c', `${field(r.stdout, 'try')} --silent --show-error --http2`], { encoding: 'utf8' });
   assert.equal(curl.status, 0, curl.stderr);
   assert.equal(JSON.parse(curl.stdout).ok, true);
+  // The metrics endpoint it prints answers, with a series set per app worker.
+  const metricsUrl = field(r.stdout, 'metrics').split(' ')[0];
+  assert.match(metricsUrl, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+  const m = spawnSync('curl', ['--silent', '--show-error', metricsUrl], { encoding: 'utf8' });
+  assert.equal(m.status, 0, m.stderr);
+  for (const pid of pids.app.slice(1)) assert.match(m.stdout, new RegExp(`^tunekit_app_info\\{worker="\\d+",pid="${pid}"`, 'm'), `worker ${pid}`);
   // The doctor line it prints audits this very stack.
   const audit = r.stdout.match(/^Audit it with:\n {2}node bin\/tunekit\.js (doctor .*)$/m)[1].split(' ');
   const d = spawnSync(process.execPath, [CLI, ...audit], { encoding: 'utf8', cwd: ROOT });

@@ -38,6 +38,32 @@ const { freePort } = require('../../lib/proc');
 
 
 
+/** A port P on 127.0.0.1 with P + 1 free too (PM2's two instances serve metrics on P and P + 1). */
+async function freePortPair() {
+  const net = require('node:net');
+  const free = (port) => new Promise((resolve) => {
+    const srv = net.createServer().once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+  for (;;) {
+    const p = await freePort();
+    if (p < 65535 && await free(p + 1)) return p;
+  }
+}
+
+function getText(url) {
+  return new Promise((resolve, reject) => {
+    const req = require('node:http').get(url, { timeout: 5000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
 function httpGet(opts) {
   return new Promise((resolve, reject) => {
     const req = require('node:http').get({ ...opts, path: '/', timeout: 5000 }, (res) => {
@@ -71,6 +97,7 @@ async function setUp(t) {
   });
   fs.mkdirSync(pm2Home);
   const port = await freePort();
+  const metricsPort = await freePortPair();
   const vars = config.resolve({
     set: [
       'tunekit_process_manager=pm2',
@@ -79,6 +106,8 @@ async function setUp(t) {
       'tunekit_nginx_listen_address=127.0.0.1',
       `tunekit_nginx_listen_port=${port}`,
       'tunekit_nginx_worker_processes=1',
+      // Instance I serves its metrics on this port + I.
+      `tunekit_metrics_listen=tcp:127.0.0.1:${metricsPort}`,
       // autocannon ignores nginx's "Connection: close" at the client keepalive_requests
       // limit and may see ECONNRESET there; that is not what this test measures.
       'tunekit_nginx_keepalive_requests=10000000',
@@ -92,7 +121,7 @@ async function setUp(t) {
   const sockDir = pv.tunekit_socket_dir;
   fs.chownSync(sockDir, -1, 65534);
   fs.chmodSync(sockDir, 0o2750);
-  Object.assign(ctx, { port, vars, pv, eco: path.join(pv.tunekit_app_install_dir, 'ecosystem.config.js') });
+  Object.assign(ctx, { port, metricsPort, vars, pv, eco: path.join(pv.tunekit_app_install_dir, 'ecosystem.config.js') });
   return ctx;
 }
 
@@ -236,4 +265,49 @@ test('a socket left by a SIGKILLed daemon is removed at the next start (connect 
   assert.match(stderr, /removed the stale socket .*connect\(\) was refused/);
   await until('the new daemon to serve', async () => (await httpGet({ socketPath: sock })) === 200);
   assert.equal(fs.statSync(sock).mode & 0o777, 0o660);
+});
+
+/** The pids and worker labels an instance's endpoint reports (tunekit_app_info lines). */
+async function scrapeInstance(ctx, i) {
+  const { status, body } = await getText(`http://127.0.0.1:${ctx.metricsPort + i}/metrics`);
+  assert.equal(status, 200);
+  const info = [...body.matchAll(/^tunekit_app_info\{worker="(\d+)",pid="(\d+)"/gm)].map((m) => ({ worker: m[1], pid: Number(m[2]) }));
+  const served = [...body.matchAll(/^tunekit_app_requests_total\{[^}]*class="2xx",connection="(new|reused)"\} (\d+)$/gm)]
+    .reduce((sum, m) => sum + Number(m[2]), 0);
+  return { body, info, served };
+}
+
+test('metrics under PM2: instance I serves its own on the base port + I, in the text format promtool reads; pm2 reload hands each port to the new instance', { skip, timeout: 180000 }, async (t) => {
+  const ctx = await setUp(t);
+  const sock = ctx.pv.tunekit_socket_path;
+  const name = ctx.vars.tunekit_app_name;
+  await pm2(ctx, ['start', ctx.eco]);
+  await until('the socket to answer', async () => (await httpGet({ socketPath: sock })) === 200);
+  for (let k = 0; k < 20; k++) assert.equal(await httpGet({ socketPath: sock }), 200);
+
+  const check = async (label) => {
+    const procs = (await jlist(ctx)).filter((p) => p.name === name);
+    const byInstance = new Map(procs.map((p) => [p.pm2_env.NODE_APP_INSTANCE, p.pid]));
+    const scraped = [];
+    for (const i of [0, 1]) {
+      // Until the instance's port answers with its own pid (during a reload the
+      // old and the new process of instance I share the port through PM2's daemon).
+      const s = await until(`${label}: instance ${i} on port ${ctx.metricsPort + i}`, async () => {
+        const r = await scrapeInstance(ctx, i);
+        return r.info.length === 1 && r.info[0].pid === byInstance.get(i) ? r : null;
+      });
+      assert.equal(s.info[0].worker, String(i + 1), `${label}: instance ${i} is worker ${i + 1}`);
+      assert.doesNotMatch(s.body, /tunekit_app_worker_restarts_total/, 'no primary of ours: no primary counters');
+      const lint = await runCommand('/usr/bin/promtool', ['check', 'metrics'], { input: s.body, timeoutMs: 30000 });
+      assert.equal(lint.code, 0, `promtool check metrics: ${lint.out}`);
+      scraped.push(s);
+    }
+    return scraped;
+  };
+  const first = await check('after start');
+  assert.equal(first[0].served + first[1].served, 20 + 1, 'the two instances together counted every request sent to the socket');
+  await pm2(ctx, ['reload', name]);
+  const second = await check('after pm2 reload');
+  assert.ok(second.every((s, i) => s.info[0].pid !== first[i].info[0].pid), 'each port now reports the new instance');
+  await pm2(ctx, ['delete', name]);
 });

@@ -1,6 +1,6 @@
 'use strict';
-// `tunekit bench`, short: every scenario (stock, tcp, uds, sticky, nginx-static,
-// direct) in interleaved rounds, medians and ratios computed, reports
+// `tunekit bench`, short: every scenario (stock, tcp, uds, sticky, metrics-off,
+// nginx-static, direct) in interleaved rounds, medians and ratios computed, reports
 // written, everything torn down. Invariants only — the speed figures of a
 // 1-second run on a shared machine mean nothing, and no test asserts them.
 
@@ -36,7 +36,7 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
   });
   assert.equal(r.code, 0, r.stderr);
   const doc = JSON.parse(fs.readFileSync(out('json'), 'utf8'));
-  const names = ['stock', 'tcp', 'uds', 'sticky', 'nginx-static', 'direct'];
+  const names = ['stock', 'tcp', 'uds', 'sticky', 'metrics-off', 'nginx-static', 'direct'];
   assert.deepEqual(doc.summary.map((s) => s.scenario), names);
   assert.equal(doc.results.length, names.length * 2 * 2, 'saturation + paced, per scenario, per round');
 
@@ -72,7 +72,7 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
     assert.ok(s.reqPerSec.min <= s.reqPerSec.median && s.reqPerSec.median <= s.reqPerSec.max);
     assert.equal(s.atRate.rate, 200);
   }
-  assert.deepEqual(doc.ratios.map((x) => x.name), ['uds/stock', 'uds/tcp', 'uds/direct', 'tcp/stock', 'sticky/uds']);
+  assert.deepEqual(doc.ratios.map((x) => x.name), ['uds/stock', 'uds/tcp', 'uds/direct', 'tcp/stock', 'sticky/uds', 'metrics-off/uds']);
   for (const x of doc.ratios) {
     assert.ok(x.reqPerSec.median > 0 && x.cpuUsPerReq.median > 0 && x.cpuUsPerReqAtRate.median > 0, `${x.name} computed`);
     assert.equal(x.reqPerSec.n, 2, 'one ratio per round');

@@ -1,0 +1,234 @@
+'use strict';
+// The runner's metrics: what a worker counts (the meter), what it reports when
+// asked (a sample, plain JSON so it crosses the cluster IPC), and the Prometheus
+// text format (version 0.0.4) of the samples of every worker, one series set per
+// worker (labels worker and pid), never summed or averaged here: PromQL sums
+// counters and computes histogram quantiles across workers, correctly, which an
+// average of per-worker gauges or quantiles cannot give back.
+// https://prometheus.io/docs/instrumenting/exposition_formats/
+//
+// Written here rather than with prom-client: app/ runs on hosts without
+// node_modules (node: built-ins only), the exposition is a few counters, gauges
+// and one histogram, and prom-client's cluster aggregator averages gauges across
+// workers and cannot run under PM2, whose daemon runs no code of ours
+// (docs/design.md, "Metrics").
+
+const fs = require('node:fs');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
+
+const CLASSES = ['2xx', '3xx', '4xx', '5xx', 'other'];
+const CONNECTIONS = ['new', 'reused'];
+// Upper bounds (seconds) of the event-loop delay histogram: a healthy loop sits in
+// the first buckets; 0.1 s and above is a loop that holds requests in its queue.
+const DELAY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+// perf_hooks samples the loop every RESOLUTION_MS and records the interval it
+// measured, the resolution included (an idle loop reads about 10.1 ms): the delay
+// is that minus the resolution.
+const RESOLUTION_MS = 10;
+const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
+const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+const SERVED = Symbol('tunekit.metrics.served');
+
+// ---- the meter: one per worker process ----------------------------------------
+
+function createMeter() {
+  const monitor = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+  monitor.enable();
+  const requests = {};
+  for (const c of CLASSES) for (const k of CONNECTIONS) requests[`${c}|${k}`] = 0;
+  return {
+    requests,
+    accepted: 0,
+    active: 0,
+    delay: { counts: DELAY_BUCKETS.map(() => 0), sum: 0, count: 0 },
+    monitor,
+  };
+}
+
+/** A connection accepted: counted, and active until it closes. */
+function countConnection(meter, socket) {
+  meter.accepted += 1;
+  meter.active += 1;
+  socket[SERVED] = 0;
+  socket.once('close', () => { meter.active -= 1; });
+}
+
+function classOf(status) {
+  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+}
+
+/**
+ * A request the worker handles: on a connection that carried one before
+ * (reused: the upstream keep-alive pool at work) or on a fresh one; counted by
+ * its status class when its response ends.
+ */
+function countRequest(meter, req, res) {
+  const socket = req.socket;
+  const connection = socket[SERVED] > 0 ? 'reused' : 'new';
+  socket[SERVED] = (socket[SERVED] || 0) + 1;
+  res.once('close', () => { meter.requests[`${classOf(res.statusCode)}|${connection}`] += 1; });
+}
+
+/** How many of the histogram's values are <= ns (the largest percentile at or below it). */
+function countAtOrBelow(h, ns) {
+  if (h.max <= ns) return h.count;
+  if (h.min > ns) return 0;
+  let lo = 0;
+  let hi = 100;
+  for (let i = 0; i < 30; i++) {
+    const mid = (lo + hi) / 2;
+    if (h.percentile(mid) <= ns) lo = mid;
+    else hi = mid;
+  }
+  return Math.round((h.count * lo) / 100);
+}
+
+/** Move what perf_hooks recorded since the last fold into the cumulative buckets. */
+function foldDelay(meter) {
+  const h = meter.monitor;
+  if (!h.count) return;
+  const offset = RESOLUTION_MS * 1e6;
+  DELAY_BUCKETS.forEach((b, i) => { meter.delay.counts[i] += countAtOrBelow(h, b * 1e9 + offset); });
+  meter.delay.sum += (Math.max(0, h.mean - offset) * h.count) / 1e9;
+  meter.delay.count += h.count;
+  h.reset();
+}
+
+function openFds() {
+  try {
+    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
+  } catch {
+    return null; // no procfs: not reported
+  }
+}
+
+/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen). */
+function maxFds() {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** This worker's numbers now, as JSON; `info`: the values in force. */
+function sample(meter, info) {
+  foldDelay(meter);
+  const mem = process.memoryUsage();
+  return {
+    requests: { ...meter.requests },
+    accepted: meter.accepted,
+    active: meter.active,
+    delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
+    rss: mem.rss,
+    heapUsed: mem.heapUsed,
+    openFds: openFds(),
+    maxFds: maxFds(),
+    info,
+  };
+}
+
+/** The info labels of a settings object and a release (null: none deployed). */
+function infoOf(s, release) {
+  return {
+    strategy: s.strategy,
+    listen: s.listen,
+    backlog: String(s.backlog),
+    keep_alive_timeout_ms: String(s.keepAliveTimeoutMs),
+    headers_timeout_ms: String(s.headersTimeoutMs),
+    release: release || '',
+  };
+}
+
+// ---- the primary's counters ------------------------------------------------------
+
+function createPrimaryCounters() {
+  return { restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])), rebinds: 0, drains: 0, startTimeouts: 0 };
+}
+
+/**
+ * Count what the primary logs, so a metric and its log line cannot disagree:
+ * an unplanned worker exit is a restart (crash, or start_timeout when the
+ * worker was killed for not starting), a rolling restart's replaced workers
+ * (rolling, or rebind after a re-bind), a planned exit a drain.
+ */
+function countEvent(c, level, event, fields = {}) {
+  if (event === 'worker-exit' && level === 'info') c.drains += 1;
+  else if (event === 'worker-exit') c.restarts[fields.start_timeout ? 'start_timeout' : 'crash'] += 1;
+  else if (event === 'reload-done') c.restarts[fields.reason === 'socket-rebound' ? 'rebind' : 'rolling'] += (fields.replaced || []).length;
+  else if (event === 'socket-rebound') c.rebinds += 1;
+  else if (event === 'worker-start-timeout') c.startTimeouts += 1;
+}
+
+// ---- the text format ---------------------------------------------------------------
+
+function escapeLabel(value) {
+  return String(value).replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+function formatValue(v) {
+  if (v === Infinity) return '+Inf';
+  return Number.isFinite(v) ? String(v) : 'NaN';
+}
+
+function line(name, labels, value) {
+  const text = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(',');
+  return `${name}${text ? `{${text}}` : ''} ${formatValue(value)}`;
+}
+
+// Each family: name, type, help, and the samples of one worker as [suffix, extra labels, value].
+const WORKER_FAMILIES = [
+  ['tunekit_app_requests_total', 'counter', 'Requests answered, by status class and by whether their connection had carried a request before (reused) or not (new).',
+    (w) => Object.entries(w.requests).map(([key, v]) => {
+      const [cls, connection] = key.split('|');
+      return ['', { class: cls, connection }, v];
+    })],
+  ['tunekit_app_connections_accepted_total', 'counter', 'Connections the worker accepted.', (w) => [['', {}, w.accepted]]],
+  ['tunekit_app_connections_active', 'gauge', 'Connections the worker holds open now.', (w) => [['', {}, w.active]]],
+  ['tunekit_app_event_loop_delay_seconds', 'histogram', 'Event-loop delay beyond the sampling interval (perf_hooks.monitorEventLoopDelay).',
+    (w) => [
+      ...DELAY_BUCKETS.map((b, i) => ['_bucket', { le: String(b) }, w.delay.counts[i]]),
+      ['_bucket', { le: '+Inf' }, w.delay.count],
+      ['_sum', {}, w.delay.sum],
+      ['_count', {}, w.delay.count],
+    ]],
+  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => [['', {}, w.rss]]],
+  ['nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use in the worker.', (w) => [['', {}, w.heapUsed]]],
+  ['process_open_fds', 'gauge', 'Open file descriptors of the worker.', (w) => (w.openFds == null ? [] : [['', {}, w.openFds]])],
+  ['process_max_fds', 'gauge', 'The worker\'s soft limit on open file descriptors (RLIMIT_NOFILE).', (w) => (w.maxFds == null ? [] : [['', {}, w.maxFds]])],
+  ['tunekit_app_info', 'gauge', 'The values in force in the worker: strategy, listen, backlog, timeouts, release.', (w) => [['', w.info, 1]]],
+];
+
+const PRIMARY_FAMILIES = [
+  ['tunekit_app_worker_restarts_total', 'counter', 'Workers replaced, by reason: crash, start_timeout, rolling (SIGHUP), rebind (after the socket was bound again).',
+    (c) => RESTART_REASONS.map((r) => ['', { reason: r }, c.restarts[r]])],
+  ['tunekit_app_socket_rebinds_total', 'counter', 'Times the primary bound its socket path again after the file was deleted.', (c) => [['', {}, c.rebinds]]],
+  ['tunekit_app_drains_total', 'counter', 'Workers that left by a drain (rolling restart, re-bind, stop).', (c) => [['', {}, c.drains]]],
+  ['tunekit_app_worker_start_timeouts_total', 'counter', 'Workers killed for not listening within tunekit_app_start_timeout_ms.', (c) => [['', {}, c.startTimeouts]]],
+];
+
+function family([name, type, help, rows], sources) {
+  const out = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
+  for (const { labels, data } of sources) {
+    for (const [suffix, extra, value] of rows(data)) out.push(line(name + suffix, { ...labels, ...extra }, value));
+  }
+  return out;
+}
+
+/**
+ * The exposition: `workers` [{ worker, pid, sample }], `primary` the primary's
+ * counters (null under PM2 or on its own, where no primary of ours runs).
+ */
+function render({ workers, primary = null }) {
+  const sources = workers.map((w) => ({ labels: { worker: String(w.worker), pid: String(w.pid) }, data: w.sample }));
+  const lines = [];
+  for (const f of WORKER_FAMILIES) lines.push(...family(f, sources));
+  if (primary) for (const f of PRIMARY_FAMILIES) lines.push(...family(f, [{ labels: {}, data: primary }]));
+  return `${lines.join('\n')}\n`;
+}
+
+module.exports = {
+  CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CONTENT_TYPE,
+  createMeter, countConnection, countRequest, sample, infoOf, createPrimaryCounters, countEvent, render,
+};

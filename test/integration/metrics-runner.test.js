@@ -1,0 +1,121 @@
+'use strict';
+// The runner's metrics endpoint with real runner processes: an address that is
+// taken, a port out of range or a socket path too long is refused by name before
+// anything starts (no app socket, no worker); the primary's endpoint carries every
+// worker's series and its own counters through a kill -9 and a SIGHUP.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+const http = require('node:http');
+const h = require('../fixtures/runner/harness');
+const { freePort } = require('../../lib/proc');
+const { until } = require('../lib/util');
+
+const group = h.someGroup();
+
+function runArgs(sock, metricsListen, extra = []) {
+  return ['--listen', `unix:${sock}`, '--workers', '2', '--socket-group', group.name,
+    '--set', 'tunekit_metrics=true', '--set', `tunekit_metrics_listen=${metricsListen}`, ...extra];
+}
+
+function scrape(url) {
+  return new Promise((resolve, reject) => {
+    http.get(url, { timeout: 10000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, type: res.headers['content-type'], body }));
+    }).on('error', reject);
+  });
+}
+
+/** value of the one sample line `name{labels}` (labels as written), or null. */
+function valueOf(body, series) {
+  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : null;
+}
+
+/** { slot: pid } of the workers the text carries. */
+function workersIn(body) {
+  return Object.fromEntries([...body.matchAll(/^tunekit_app_connections_active\{worker="([^"]+)",pid="(\d+)"\}/gm)].map((m) => [m[1], Number(m[2])]));
+}
+
+test('a metrics address another process holds: refused by name, nothing bound, no worker forked', async (t) => {
+  const holder = net.createServer();
+  await new Promise((r) => holder.listen(0, '127.0.0.1', r));
+  t.after(() => holder.close());
+  const taken = `tcp:127.0.0.1:${holder.address().port}`;
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const r = h.start(t, { args: runArgs(sock, taken) });
+  assert.deepEqual(await r.exited, { code: 1, signal: null });
+  assert.match(r.stderr, new RegExp(`tunekit: metrics endpoint ${taken} \\(tunekit_metrics_listen\\) is in use by another process \\(EADDRINUSE\\): choose another with --set tunekit_metrics_listen=tcp:127.0.0.1:PORT, or turn metrics off \\(tunekit_metrics=false\\)`));
+  assert.equal(fs.existsSync(sock), false, 'the app socket was never bound');
+  assert.equal(r.events.filter((e) => e.event === 'worker-start' || e.event === 'listen').length, 0, 'no listener, no worker');
+});
+
+test('a live Unix socket at the metrics path: refused and left alone', async (t) => {
+  const dir = h.tmpDir(t);
+  const metricsSock = path.join(dir, 'metrics.sock');
+  const other = net.createServer();
+  await new Promise((r) => other.listen(metricsSock, r));
+  t.after(() => other.close());
+  const r = h.start(t, { args: runArgs(path.join(dir, 'app.sock'), `unix:${metricsSock}`) });
+  assert.deepEqual(await r.exited, { code: 1, signal: null });
+  assert.match(r.stderr, /metrics endpoint unix:.*metrics\.sock \(tunekit_metrics_listen\): a server is already answering on/);
+  assert.ok(fs.statSync(metricsSock).isSocket(), 'the other server\'s socket is still there');
+  assert.equal(fs.existsSync(path.join(dir, 'app.sock')), false);
+});
+
+test('a port out of range, a socket path too long: refused before anything starts (exit 2)', async (t) => {
+  const dir = h.tmpDir(t);
+  for (const [listen, message] of [
+    ['tcp:127.0.0.1:65536', /tunekit_metrics_listen\): expected tcp:HOST:PORT with a port 1-65535/],
+    [`unix:${dir}/${'m'.repeat(120)}.sock`, /tunekit_metrics_listen\): the socket path is \d+ bytes; the limit \(sun_path\) is 107/],
+  ]) {
+    const r = h.start(t, { args: runArgs(path.join(dir, 'app.sock'), listen) });
+    assert.equal((await r.exited).code, 2, listen);
+    assert.match(r.stderr, message);
+    assert.deepEqual(r.events, [], 'not even a start line');
+    assert.deepEqual(fs.readdirSync(dir), [], 'nothing created');
+  }
+});
+
+test('the primary serves every worker\'s series and its own counters: kill -9 is a crash restart, SIGHUP a rolling one', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const url = `http://127.0.0.1:${await freePort()}/metrics`;
+  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
+  const ready = await r.ready();
+  assert.equal(ready.metrics, `tcp:${new URL(url).host}`, 'the ready line names the endpoint');
+  await h.requests(sock, 20, { concurrency: 4 });
+
+  let m = await scrape(url);
+  assert.equal(m.status, 200);
+  assert.equal(m.type, 'text/plain; version=0.0.4; charset=utf-8');
+  assert.deepEqual([workersIn(m.body)['1'], workersIn(m.body)['2']].sort(), [...ready.workers].sort(), 'slots 1 and 2 with their pids');
+  const served = [...m.body.matchAll(/^tunekit_app_requests_total\{[^}]*class="2xx",connection="new"\} (\d+)$/gm)].reduce((s, x) => s + Number(x[1]), 0);
+  assert.equal(served, 20, 'every request counted once, each on its own connection');
+  assert.equal((await scrape(url.replace('/metrics', '/'))).status, 404);
+
+  const victim = workersIn(m.body)['1'];
+  process.kill(victim, 'SIGKILL');
+  await r.waitFor('worker-exit', (ev) => ev.worker_pid === victim);
+  m = await until('slot 1 served by a new worker', async () => {
+    const x = await scrape(url);
+    return workersIn(x.body)['1'] && workersIn(x.body)['1'] !== victim ? x : null;
+  });
+  assert.equal(valueOf(m.body, 'tunekit_app_worker_restarts_total{reason="crash"}'), 1);
+  assert.doesNotMatch(m.body, new RegExp(`pid="${victim}"`), 'the dead worker\'s series are gone');
+
+  const before = r.events.length;
+  r.signal('SIGHUP');
+  await r.waitFor('reload-done', () => true, h.READY_TIMEOUT_MS, { after: before });
+  m = await scrape(url);
+  assert.equal(valueOf(m.body, 'tunekit_app_worker_restarts_total{reason="rolling"}'), 2, 'two slots replaced');
+  assert.ok(valueOf(m.body, 'tunekit_app_drains_total') >= 2, 'the replaced workers left by a drain');
+  assert.equal(valueOf(m.body, 'tunekit_app_socket_rebinds_total'), 0);
+});

@@ -1,0 +1,143 @@
+'use strict';
+// The runner's metrics (app/metrics.js): what a worker counts, the Prometheus text
+// format of every worker's sample (read back by Debian's promtool), the primary's
+// counters as its log events drive them, and the refusals of the endpoint's setting.
+// Real sockets on loopback for the meter; no runner processes.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const fs = require('node:fs');
+const config = require('../../lib/config');
+const settings = require('../../app/settings');
+const metrics = require('../../app/metrics');
+const { instanceEndpoint } = require('../../app/metrics-server');
+const { settingsFor } = require('../../bin/commands/run');
+const { runCommand } = require('../lib/util');
+const { PROMTOOL } = require('../lib/prometheus');
+
+const defaults = () => config.appSettings(config.resolve({}));
+
+/** A server counted by a meter; `n` requests on one keep-alive connection, then one on a fresh one. */
+async function metered(t, statuses) {
+  const meter = metrics.createMeter();
+  t.after(() => meter.monitor.disable());
+  const srv = http.createServer((req, res) => {
+    res.statusCode = Number(new URL(req.url, 'http://x').searchParams.get('status'));
+    res.end('x');
+  });
+  srv.on('connection', (socket) => metrics.countConnection(meter, socket));
+  srv.on('request', (req, res) => metrics.countRequest(meter, req, res));
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  t.after(() => srv.close());
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const get = (status, a) => new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: srv.address().port, path: `/?status=${status}`, agent: a }, (res) => {
+      res.resume();
+      res.on('end', resolve);
+    }).on('error', reject);
+  });
+  for (const s of statuses) await get(s, agent);
+  agent.destroy();
+  await get(200, false); // a connection of its own (Connection: close)
+  return meter;
+}
+
+test('the meter: a request on a connection that carried one before is reused, else new; by status class', async (t) => {
+  const meter = await metered(t, [200, 204, 302, 404, 503]);
+  // Responses are counted when they close; the connection's close follows.
+  await new Promise((r) => setImmediate(r));
+  const s = metrics.sample(meter, metrics.infoOf(defaults(), null));
+  assert.equal(s.requests['2xx|new'], 2, 'the first on the keep-alive connection, and the lone one');
+  assert.equal(s.requests['2xx|reused'], 1);
+  assert.equal(s.requests['3xx|reused'], 1);
+  assert.equal(s.requests['4xx|reused'], 1);
+  assert.equal(s.requests['5xx|reused'], 1);
+  assert.equal(s.accepted, 2, 'two connections accepted');
+  assert.ok(s.openFds > 0);
+  assert.equal(s.delay.counts.length, metrics.DELAY_BUCKETS.length);
+});
+
+test('event-loop delay: a blocked loop lands in the buckets at and above its length, cumulative', async (t) => {
+  const meter = metrics.createMeter();
+  t.after(() => meter.monitor.disable());
+  // Block the loop for 120 ms (at least: the wall clock decides), let the monitor's
+  // timer record it, sample.
+  await new Promise((r) => setImmediate(r));
+  const end = Date.now() + 120;
+  while (Date.now() < end) { /* blocking on purpose */ }
+  await new Promise((r) => setTimeout(r, 30));
+  const { delay } = metrics.sample(meter, {});
+  const at = (le) => delay.counts[metrics.DELAY_BUCKETS.indexOf(le)];
+  assert.ok(delay.count >= 1, `samples: ${delay.count}`);
+  assert.ok(at(0.1) < delay.count, 'the 120 ms block is above the 0.1 s bucket');
+  for (let i = 1; i < delay.counts.length; i++) assert.ok(delay.counts[i] >= delay.counts[i - 1], 'cumulative');
+  assert.ok(delay.sum >= 0.1, `sum ${delay.sum} s includes the block`);
+});
+
+test('the text format: every family once, a series set per worker, read by promtool check metrics', async (t) => {
+  const meter = await metered(t, [200, 500]);
+  const s = defaults();
+  const sample = metrics.sample(meter, metrics.infoOf(settings.normalize(s), 'r-1"x'));
+  const primary = metrics.createPrimaryCounters();
+  const text = metrics.render({ workers: [{ worker: '1', pid: 101, sample }, { worker: '2', pid: 102, sample }], primary });
+  const lint = await runCommand(PROMTOOL, ['check', 'metrics'], { input: text, timeoutMs: 30000 });
+  assert.equal(lint.code, 0, `promtool: ${lint.out}`);
+  assert.equal(lint.out.trim(), '', 'no lint remarks');
+  assert.match(text, /^tunekit_app_requests_total\{worker="1",pid="101",class="2xx",connection="new"\} 2$/m);
+  assert.match(text, /^tunekit_app_requests_total\{worker="2",pid="102",class="5xx",connection="reused"\} 1$/m);
+  assert.match(text, /^tunekit_app_event_loop_delay_seconds_bucket\{worker="1",pid="101",le="\+Inf"\} \d+$/m);
+  assert.match(text, new RegExp(`^tunekit_app_info\\{worker="1",pid="101",strategy="shared",listen="unix:/run/tunekit-app/app.sock",backlog="${s.backlog}",keep_alive_timeout_ms="${s.keepAliveTimeoutMs}",headers_timeout_ms="${s.headersTimeoutMs}",release="r-1\\\\"x"\\} 1$`, 'm'));
+  assert.match(text, /^tunekit_app_worker_restarts_total\{reason="crash"\} 0$/m);
+  for (const name of ['tunekit_app_requests_total', 'tunekit_app_event_loop_delay_seconds', 'process_max_fds', 'tunekit_app_drains_total']) {
+    assert.equal(text.split(`# TYPE ${name} `).length, 2, `${name}: one TYPE line`);
+  }
+  assert.doesNotMatch(metrics.render({ workers: [] }), /restarts/, 'no primary: no primary counters');
+});
+
+test('the primary\'s counters follow its log events', () => {
+  const c = metrics.createPrimaryCounters();
+  metrics.countEvent(c, 'warn', 'worker-exit', { code: 1 });
+  metrics.countEvent(c, 'warn', 'worker-exit', { signal: 'SIGKILL', start_timeout: true });
+  metrics.countEvent(c, 'error', 'worker-start-timeout', {});
+  metrics.countEvent(c, 'info', 'worker-exit', { code: 0 });
+  metrics.countEvent(c, 'info', 'reload-done', { replaced: [1, 2] });
+  metrics.countEvent(c, 'info', 'reload-done', { reason: 'socket-rebound', replaced: [3] });
+  metrics.countEvent(c, 'info', 'socket-rebound', {});
+  metrics.countEvent(c, 'info', 'ready', {});
+  assert.deepEqual(c, { restarts: { crash: 1, start_timeout: 1, rolling: 2, rebind: 1 }, rebinds: 1, drains: 1, startTimeouts: 1 });
+});
+
+test('the endpoint setting: refused by name with the fix, before anything starts', () => {
+  const long = `unix:/tmp/${'m'.repeat(110)}.sock`;
+  for (const [value, message] of [
+    ['tcp:127.0.0.1:70000', /metricsListen "tcp:127.0.0.1:70000" \(tunekit_metrics_listen\): expected tcp:HOST:PORT with a port 1-65535/],
+    ['tcp:127.0.0.1:0', /port 1-65535/],
+    ['fd:3', /an inherited socket cannot serve metrics/],
+    ['nonsense', /expected tcp:HOST:PORT/],
+    [long, /the socket path is 120 bytes; the limit \(sun_path\) is 107: choose a shorter directory or name/],
+    ['unix:/run/tunekit-app/app.sock', /is the app's own listener \(unix:\/run\/tunekit-app\/app.sock\): give the metrics endpoint an address of its own/],
+  ]) {
+    assert.throws(() => settingsFor(['--set', `tunekit_metrics_listen=${value}`]), { name: 'SettingsError', message }, value);
+  }
+  assert.throws(() => settingsFor(['--listen', 'tcp:127.0.0.1:9464']), { name: 'SettingsError', message: /app's own listener \(tcp:127.0.0.1:9464\)/ });
+  // Off: the address is not read.
+  assert.equal(settingsFor(['--set', 'tunekit_metrics=false', '--set', 'tunekit_metrics_listen=tcp:127.0.0.1:70000']).settings.metrics, false);
+  assert.throws(() => settings.normalize({ ...defaults(), metrics: 'yes' }), { name: 'SettingsError', message: /metrics="yes" must be true or false/ });
+});
+
+test('under PM2, instance I serves on the base port + I, or PATH.(I + 1); past 65535 refused', () => {
+  const tcp = settings.parseListen('tcp:127.0.0.1:9464');
+  assert.equal(instanceEndpoint(tcp, 0).text, 'tcp:127.0.0.1:9464');
+  assert.equal(instanceEndpoint(tcp, 3).text, 'tcp:127.0.0.1:9467');
+  assert.equal(instanceEndpoint(settings.parseListen('tcp:[::1]:9464'), 1).text, 'tcp:[::1]:9465');
+  assert.equal(instanceEndpoint(settings.parseListen('unix:/run/m.sock'), 1).path, '/run/m.sock.2');
+  assert.throws(() => instanceEndpoint(settings.parseListen('tcp:127.0.0.1:65535'), 1), /instance 1 would listen on port 65536, above 65535: choose a lower base port/);
+});
+
+test('app.json renders the switch and the address from the definition', () => {
+  const d = defaults();
+  assert.equal(d.metrics, true);
+  assert.equal(d.metricsListen, 'tcp:127.0.0.1:9464');
+  assert.ok(fs.readFileSync(require.resolve('../../app/settings.json.j2'), 'utf8').includes('tunekit_metrics_listen'));
+});
