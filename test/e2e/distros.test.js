@@ -49,7 +49,8 @@ const CA_ON_HOST = '/etc/tunekit-e2e/ca.pem';
 
 // The matrix: one entry per distribution. `hostVars` are the host's own
 // variables from the start; `before` runs before the one deploy of every host
-// (and may add host variables); `deployed` checks what only this release shows;
+// (every entry's at once; it may add host variables); `deployed` checks what
+// only this release shows;
 // `after` runs once every host serves; `tls` gives the host the HTTPS front
 // (TLS_VARS and a certificate). Each test gets
 // { h, runner, version, versions, times, ca } (versions: this host's nginx and
@@ -158,7 +159,7 @@ const MATRIX = [
   },
 ];
 
-test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000 }, async (t) => {
+test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
   const hosts = {};
   let runner;
   let passed = false;
@@ -214,12 +215,12 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 6
     return res;
   }
 
-  for (const d of MATRIX.filter((e) => e.before)) {
-    await t.test(d.before.title, async () => {
-      const added = await d.before.run(ctx(d));
-      if (added) runner.setHostVars(hosts[d.suite].name, { ...hostVarsOf(d), ...added });
-    });
-  }
+  // The checks before the deploy run at once: each is a short play limited to
+  // its own host (most of it Ansible waiting on SSH).
+  await Promise.all(MATRIX.filter((e) => e.before).map((d) => t.test(d.before.title, async () => {
+    const added = await d.before.run(ctx(d));
+    if (added) runner.setHostVars(hosts[d.suite].name, { ...hostVarsOf(d), ...added });
+  })));
 
   await t.test(`all ${MATRIX.length} deploy in one run and serve through nginx, rendered for their own nginx`, async () => {
     const t0 = Date.now();
