@@ -4,7 +4,7 @@
 // key-exchange group (X25519 against the hybrid post-quantum X25519MLKEM768
 // where the library has it), side by side in one run:
 //
-//   node loadtest/handshakes.js [--rootfs DIR]... [--rounds 5] [--seconds 3] [--json FILE]
+//   node loadtest/handshakes.js [--kit] [--rootfs DIR]... [--rounds 5] [--seconds 3] [--json FILE]
 //
 // The local nginx is one front; each --rootfs is another Debian root
 // filesystem (debootstrap) whose own nginx, OpenSSL and curl run chrooted
@@ -17,6 +17,10 @@
 // new connection per request (`Connection: close`, --no-sessionid) for
 // --seconds; nginx's CPU (master and worker, scheduler runtime) divided by the
 // requests nginx logged (one per connection: each a full handshake). The group each pair negotiated is read once with openssl s_client.
+// With --kit, the fronts measured are the kit's own, as `bench --https` renders
+// them, with the app behind (handshakes-kit.js): tls-stock against tls-tuned
+// per full handshake, and HTTP/3 against HTTP/2 per new connection where the
+// nginx has HTTP/3.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -29,6 +33,7 @@ const { compareVersions } = require('../lib/template');
 const { loadDefaults } = require('../lib/config');
 const { readSchedstatUs } = require('./cpu');
 const { spread, ratio, roundOrder } = require('./stats');
+const { roundKit, negotiated } = require('./handshakes-kit');
 
 const ROOT = path.join(__dirname, '..');
 const KEYS = {
@@ -59,14 +64,6 @@ function serverConf(dir, port, key, group) {
     '    location / { return 204; } }',
     '}', '',
   ].join('\n');
-}
-
-/** The group s_client reports for a server offering `group`. */
-function negotiated(port, group) {
-  const r = spawnSync('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-groups', group, '-brief'], { input: '', encoding: 'utf8', timeout: 10000 });
-  const text = `${r.stdout}${r.stderr}`;
-  const m = /Negotiated TLS1\.3 group: (\S+)/.exec(text) || /(?:Server|Peer) Temp Key: ([^,\s]+)/.exec(text);
-  return m ? m[1] : null;
 }
 
 /** nginx master + worker scheduler runtime, µs. */
@@ -153,27 +150,63 @@ async function roundHere({ seconds, round }) {
 }
 
 /** One round in a root filesystem: this file, run by that tree's own Node. */
-async function roundIn(rootfs, { seconds, round }) {
-  const script = `node ${KIT_INSIDE}/loadtest/handshakes.js --round ${round} --seconds ${seconds}`;
-  const r = await runInRoot(rootfs, script, { binds: { [ROOT]: KIT_INSIDE }, timeoutMs: (seconds * 8 + 60) * 1000 });
+async function roundIn(rootfs, { seconds, round, kit }) {
+  const script = `node ${KIT_INSIDE}/loadtest/handshakes.js --round ${round} --seconds ${seconds}${kit ? ' --kit' : ''}`;
+  const r = await runInRoot(rootfs, script, { binds: { [ROOT]: KIT_INSIDE }, timeoutMs: (seconds * 8 + 120) * 1000 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
   if (r.code !== 0 || !line) throw new Error(`a round in ${rootfs} failed (exit ${r.code}): ${r.stderr.trim() || r.stdout.trim()}`);
   return JSON.parse(line);
 }
 
 /** Every front, `rounds` times; the per-round figures and their summary. */
-async function run({ rootfs = [], rounds = 5, seconds = 3, log = (m) => process.stderr.write(`${m}\n`) } = {}) {
+async function run({ rootfs = [], rounds = 5, seconds = 3, kit = false, log = (m) => process.stderr.write(`${m}\n`) } = {}) {
   const fronts = ['local', ...rootfs];
+  const here = kit ? roundKit : roundHere;
   const raw = [];
   for (let round = 0; round < rounds; round++) {
     for (const front of roundOrder(fronts, round)) {
-      const r = front === 'local' ? await roundHere({ seconds, round }) : await roundIn(front, { seconds, round });
-      log(`round ${round + 1}/${rounds} ${front === 'local' ? 'local' : path.basename(front)}: nginx ${r.nginx}, OpenSSL ${r.openssl}: ` +
-        r.results.map((x) => `${x.key}/${x.group} ${x.usPerHandshake ? x.usPerHandshake.toFixed(0) : '-'} µs`).join(', '));
+      const r = front === 'local' ? await here({ seconds, round }) : await roundIn(front, { seconds, round, kit });
+      const figures = kit ? r.results.map((x) => `${x.front}/${x.client} ${x.usPerConnection.toFixed(0)} µs per connection`)
+        : r.results.map((x) => `${x.key}/${x.group} ${x.usPerHandshake ? x.usPerHandshake.toFixed(0) : '-'} µs`);
+      log(`round ${round + 1}/${rounds} ${front === 'local' ? 'local' : path.basename(front)}: nginx ${r.nginx}, OpenSSL ${r.openssl}: ${figures.join(', ')}`);
       raw.push({ round, front: front === 'local' ? 'local' : path.basename(front), ...r });
     }
   }
-  return { rounds, seconds, fronts, raw, summary: summarize(raw) };
+  return { kit, rounds, seconds, fronts, raw, summary: kit ? summarizeKit(raw) : summarize(raw) };
+}
+
+/**
+ * --kit: per filesystem, nginx CPU per full handshake of tls-stock and
+ * tls-tuned (per connection minus plain's, each round) and their ratio; per new
+ * connection over HTTP/2 and HTTP/3 and theirs; medians and spread over rounds.
+ */
+function summarizeKit(raw) {
+  const out = [];
+  for (const front of [...new Set(raw.map((r) => r.front))]) {
+    const rounds = raw.filter((r) => r.front === front);
+    const per = rounds.map((r) => Object.fromEntries(r.results.map((x) => [`${x.front}/${x.client}`, x.usPerConnection])));
+    const hs = (f) => per.map((m) => m[`${f}/h1`] - m['plain/h1']);
+    const stock = hs('tls-stock');
+    const tuned = hs('tls-tuned');
+    const { nginx, openssl, http3, groups } = rounds[0];
+    const h3 = http3 ? {
+      h2: spread(per.map((m) => m['tls-tuned-h3/h2'])),
+      h3: spread(per.map((m) => m['tls-tuned-h3/h3'])),
+      h3OverH2: spread(per.map((m) => ratio(m['tls-tuned-h3/h3'], m['tls-tuned-h3/h2']))),
+    } : null;
+    const counts = (f, c) => rounds.flatMap((r) => r.results.filter((x) => x.front === f && x.client === c));
+    const sum = (xs, k) => xs.reduce((a, x) => a + x[k], 0);
+    const handshakes = Object.fromEntries(['tls-stock', 'tls-tuned'].map((f) => [f, { full: sum(counts(f, 'h1'), 'full'), resumed: sum(counts(f, 'h1'), 'resumed') }]));
+    out.push({
+      front, nginx, openssl, groups, handshakes,
+      plain: spread(per.map((m) => m['plain/h1'])),
+      stock: spread(stock),
+      tuned: spread(tuned),
+      tunedOverStock: spread(tuned.map((t, i) => ratio(t, stock[i]))),
+      h3,
+    });
+  }
+  return out;
 }
 
 /** Medians and spread per front × key × group, and the two ratios per round. */
@@ -201,6 +234,25 @@ function fmt(s, digits = 0) {
   return s && s.median != null ? `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})` : 'n/a';
 }
 
+/** The Markdown tables of a --kit run. */
+function markdownKit(doc) {
+  const s = doc.summary;
+  return [
+    `nginx CPU, µs: median (min–max) of ${doc.rounds} rounds of ${doc.seconds} s per front and client`,
+    '',
+    '| filesystem | nginx | OpenSSL | group negotiated (stock, tuned) | plain, per connection | tls-stock, per full handshake | tls-tuned, per full handshake | tuned / stock, per round |',
+    '|---|---|---|---|---|---|---|---|',
+    ...s.map((r) => `| ${r.front} | ${r.nginx} | ${r.openssl} | ${r.groups['tls-stock']}, ${r.groups['tls-tuned']} | ${fmt(r.plain)} | ${fmt(r.stock)} | ${fmt(r.tuned)} | ${fmt(r.tunedOverStock, 2)} |`),
+    '',
+    'full / resumed handshakes nginx logged: ' + s.map((r) => `${r.front} stock ${r.handshakes['tls-stock'].full}/${r.handshakes['tls-stock'].resumed}, tuned ${r.handshakes['tls-tuned'].full}/${r.handshakes['tls-tuned'].resumed}`).join('; '),
+    '',
+    '| filesystem | nginx | OpenSSL | HTTP/2, per new connection | HTTP/3, per new connection | HTTP/3 / HTTP/2, per round |',
+    '|---|---|---|---|---|---|',
+    ...s.filter((r) => r.h3).map((r) => `| ${r.front} | ${r.nginx} | ${r.openssl} | ${fmt(r.h3.h2)} | ${fmt(r.h3.h3)} | ${fmt(r.h3.h3OverH2, 2)} |`),
+    '',
+  ].join('\n');
+}
+
 /** The Markdown table of a run. */
 function markdown(doc) {
   const lines = [
@@ -218,7 +270,7 @@ function markdown(doc) {
   return lines.join('\n');
 }
 
-const USAGE = 'usage: node loadtest/handshakes.js [--rootfs DIR]... [--rounds N] [--seconds S] [--json FILE]';
+const USAGE = 'usage: node loadtest/handshakes.js [--kit] [--rootfs DIR]... [--rounds N] [--seconds S] [--json FILE]';
 const HELP = `${USAGE}
 
 nginx CPU per full TLS 1.3 handshake, side by side: the local nginx and, for each
@@ -226,14 +278,22 @@ nginx CPU per full TLS 1.3 handshake, side by side: the local nginx and, for eac
 this machine's loopback); leaf keys ECDSA P-256 and RSA 2048; groups X25519 and,
 where the OpenSSL is 3.5 or later, X25519MLKEM768. Needs root.
 
+With --kit, the fronts are the kit's own as \`bench --https\` renders them, the
+app behind each (loadtest/handshakes-kit.js): nginx CPU per full handshake on
+tls-stock (RSA 2048, nginx defaults) and tls-tuned (the kit's front), each
+minus the plain front's per connection, with each filesystem's curl over
+HTTP/1.1; and, where the nginx has HTTP/3, per new connection over HTTP/2
+against HTTP/3 alone on tls-tuned with tunekit_nginx_http3 on.
+
   --rootfs DIR   a debootstrap tree with nginx, curl, openssl and nodejs (repeatable),
                  e.g. debootstrap --variant=minbase --include=nginx,curl,openssl,nodejs trixie DIR
+  --kit          measure the kit's fronts (above) instead of the minimal server
   --rounds N     interleaved rounds (default 5)
   --seconds S    seconds of handshakes per front, key and group in a round (default 3)
   --json FILE    write every round's figures and the summary as JSON`;
 
 function parseArgs(argv) {
-  const o = { rootfs: [], rounds: 5, seconds: 3, json: null, round: null };
+  const o = { rootfs: [], rounds: 5, seconds: 3, json: null, round: null, kit: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -245,6 +305,7 @@ function parseArgs(argv) {
     else if (a === '--seconds') o.seconds = Number(next());
     else if (a === '--json') o.json = next();
     else if (a === '--round') o.round = Number(next());
+    else if (a === '--kit') o.kit = true;
     else if (a === '--help' || a === '-h') o.help = true;
     else throw new Error(`unknown option ${a}; ${USAGE}`);
   }
@@ -267,7 +328,8 @@ async function main(argv) {
     return 0;
   }
   if (o.round != null) { // one round inside a root filesystem, for run()
-    process.stdout.write(`${JSON.stringify(await roundHere({ seconds: o.seconds, round: o.round }))}\n`);
+    const here = o.kit ? roundKit : roundHere;
+    process.stdout.write(`${JSON.stringify(await here({ seconds: o.seconds, round: o.round }))}\n`);
     return 0;
   }
   if (process.getuid() !== 0) {
@@ -275,7 +337,7 @@ async function main(argv) {
     return 2;
   }
   const doc = await run(o);
-  process.stdout.write(markdown(doc));
+  process.stdout.write(doc.kit ? markdownKit(doc) : markdown(doc));
   if (o.json) fs.writeFileSync(o.json, `${JSON.stringify(doc, null, 2)}\n`);
   return 0;
 }
@@ -287,4 +349,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { run, summarize, markdown, groupsFor, serverConf, parseArgs };
+module.exports = { run, summarize, summarizeKit, markdown, markdownKit, groupsFor, serverConf, parseArgs };

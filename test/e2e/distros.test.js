@@ -6,26 +6,33 @@
 //   Node 12 before it deploys anything, naming the version and both ways out;
 //   then, with a supported Node copied onto the host (this machine's) and
 //   tunekit_node_bin pointing at it, site.yml deploys and the stack serves.
-// - Debian 12 (nginx 1.22, Node 18, as Ubuntu 24.04): deploys with the
-//   distribution's packages; a second run changes nothing.
-// - sid (the newest nginx and Node Debian has): deploys, and the pool holds:
-//   during a burst the app accepts no more connections than there are clients,
-//   within keepalive x nginx workers (a test app counts them).
+// - Debian 12 (nginx 1.22, Node 18, as Ubuntu 24.04): HTTP/3 is refused by
+//   name before anything is deployed (its nginx has no ngx_http_v3_module);
+//   then it deploys with the distribution's packages; a second run changes
+//   nothing.
+// - sid (the newest nginx and Node Debian has): deploys the HTTPS front with
+//   HTTP/3 on; HTTP/2 responses advertise h3 (Alt-Svc) and sid's own curl gets
+//   the app's answer over HTTP/3 alone; and the pool holds: during a burst over
+//   HTTPS the app accepts no more connections than there are clients, within
+//   keepalive x nginx workers (a test app counts them).
 // A distribution is one entry of MATRIX below (its suite, what it checks before,
 // at and after the one deploy); test/lib/nspawn.js builds any Debian suite.
-// Each host is checked over HTTP through nginx to the app on its UDS, with the
+// Each host is checked over HTTP (HTTPS where the entry has `tls`) through nginx
+// to the app on its UDS, with the
 // socket's owner and mode. The full idempotence, check-mode and failure suite
 // runs on Debian 13 in ansible-site.test.js; here each release deploys,
 // verifies and (Debian 12) re-runs once.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const autocannon = require('autocannon');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { resolve } = require('../../lib/config');
 const { MIN_NODE } = require('../../app/node-version');
+const { makeCA, makeLeaf } = require('../../lib/tls');
 
 const { ROOT, tailOf, sh } = ansible;
 const vars = resolve();
@@ -34,12 +41,20 @@ const COUNTING_APP = path.join(ROOT, 'test/fixtures/ansible/counting-app');
 const CLIENTS = 16;
 const REQUESTS = 2000;
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+// The HTTPS front of an entry with `tls`: a throwaway CA's leaf for localhost in
+// certbot's layout on the host, and the CA beside it for the host's own curl.
+const TLS_NAME = 'localhost';
+const TLS_VARS = { tunekit_nginx_tls: true, tunekit_nginx_server_name: TLS_NAME };
+const CA_ON_HOST = '/etc/tunekit-e2e/ca.pem';
 
 // The matrix: one entry per distribution. `hostVars` are the host's own
 // variables from the start; `before` runs before the one deploy of every host
-// (and may add host variables); `deployed` checks what only this release shows;
-// `after` runs once every host serves. Each test gets
-// { h, runner, versions, times } (versions: this host's nginx and node).
+// (every entry's at once; it may add host variables); `deployed` checks what
+// only this release shows;
+// `after` runs once every host serves; `tls` gives the host the HTTPS front
+// (TLS_VARS and a certificate). Each test gets
+// { h, runner, version, versions, times, ca } (versions: this host's nginx and
+// node; ca: the PEM the HTTPS fronts are signed by).
 const MATRIX = [
   {
     suite: 'bullseye',
@@ -74,6 +89,20 @@ const MATRIX = [
     suite: 'bookworm',
     name: 'tkd12',
     label: 'Debian 12',
+    before: {
+      title: 'Debian 12: HTTP/3 is refused by name before anything is deployed (nginx 1.22 has no ngx_http_v3_module)',
+      async run({ h, runner, version, times }) {
+        const t0 = Date.now();
+        const r = await runner.playbook(['-e', JSON.stringify({ ...TLS_VARS, tunekit_nginx_http3: true })], { limit: h.name });
+        times.bookwormHttp3RefusalS = Math.round((Date.now() - t0) / 1000);
+        assert.notEqual(r.code, 0, 'the play deployed HTTP/3 onto nginx 1.22');
+        assert.match(r.out, new RegExp(`tunekit_nginx_http3=true needs nginx ${escape(vars.tunekit_nginx_versions.features.http3.since)} or later, and\\s+` +
+          `tunekit_nginx_version=${escape(version.nginx)}: this nginx has no HTTP/3;.*\\s+.*set tunekit_nginx_http3: false`));
+        for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
+          assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
+        }
+      },
+    },
     after: {
       title: 'Debian 12: a second run changes nothing',
       async run({ h, runner, times }) {
@@ -89,7 +118,18 @@ const MATRIX = [
     suite: 'sid',
     name: 'tkdsid',
     label: 'sid',
-    hostVars: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js' },
+    hostVars: { tunekit_app_source: COUNTING_APP, tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js', tunekit_nginx_http3: true },
+    tls: true,
+    async deployed({ h, ca }) {
+      const port = vars.tunekit_nginx_tls_port;
+      const h2 = await ansible.getHttp2(h.ip, port, '/', { name: TLS_NAME, ca });
+      assert.equal(h2.status, 200, h2.body);
+      assert.equal(h2.headers['alt-svc'], `h3=":${port}"; ma=${vars.tunekit_nginx_http3_alt_svc_max_age}`);
+      const h3 = await ansible.curlHttp3(h, port, '/', { name: TLS_NAME, caFile: CA_ON_HOST });
+      assert.equal(h3.version, '3', `the response came over HTTP/${h3.version}`);
+      assert.equal(h3.status, 200, h3.body);
+      assert.ok(JSON.parse(h3.body).pid > 0, `the app's answer over HTTP/3: ${h3.body}`);
+    },
     // The pool as nginx-keepalive.test.js pins it on a local stack: a client
     // connection carries one request at a time, so the upstream connections
     // opened during the burst are at most the clients, and within the pool.
@@ -101,7 +141,9 @@ const MATRIX = [
         // share is the difference.
         const accepted = async () => Number(await sh(h, `awk '{ s += $1 } END { print s + 0 }' ${vars.tunekit_socket_dir}/count.* 2>/dev/null || echo 0`));
         const before = await accepted();
-        const result = await autocannon({ url: `http://${h.ip}:${vars.tunekit_nginx_listen_port}/`, connections: CLIENTS, amount: REQUESTS, timeout: 30 });
+        // Over HTTPS, the front this host serves (a TLS connection per client, kept alive).
+        const result = await autocannon({ url: `https://${h.ip}:${vars.tunekit_nginx_tls_port}/`, servername: TLS_NAME, headers: { host: TLS_NAME },
+          connections: CLIENTS, amount: REQUESTS, timeout: 30 });
         assert.equal(result.errors, 0);
         assert.equal(result['2xx'], REQUESTS);
         const opened = (await accepted()) - before;
@@ -117,14 +159,16 @@ const MATRIX = [
   },
 ];
 
-test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000 }, async (t) => {
+test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
   const hosts = {};
   let runner;
   let passed = false;
   const times = {};
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-distros-e2e-'));
   t.after(async () => {
     await stopHosts(Object.values(hosts));
     if (runner) runner.cleanup(passed);
+    fs.rmSync(dir, { recursive: true, force: true });
     process.stderr.write(`distros: ${JSON.stringify(times)}\n`);
   });
   const started = Date.now();
@@ -136,17 +180,34 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 6
     versions[suite] = { nginx: (await sh(h, 'nginx -v 2>&1')).replace(/.*\//, ''), node: await sh(h, 'node --version') };
   }
   process.stderr.write(`distros: versions ${JSON.stringify(versions)}\n`);
+  const ca = makeCA(path.join(dir, 'ca'));
+  const leaf = makeLeaf(path.join(dir, 'leaf'), ca);
+  for (const d of MATRIX.filter((e) => e.tls)) {
+    const put = (rel, from, mode) => {
+      const to = path.join(hosts[d.suite].root, rel);
+      fs.mkdirSync(path.dirname(to), { recursive: true });
+      fs.copyFileSync(from, to);
+      fs.chmodSync(to, mode);
+    };
+    put(`/etc/letsencrypt/live/${TLS_NAME}/fullchain.pem`, leaf.cert, 0o644);
+    put(`/etc/letsencrypt/live/${TLS_NAME}/privkey.pem`, leaf.key, 0o600);
+    put(CA_ON_HOST, ca.cert, 0o644);
+  }
+  const hostVarsOf = (d) => ({ ...(d.tls ? TLS_VARS : {}), ...d.hostVars });
   runner = ansible.createRunner(Object.values(hosts), {
     name: 'tunekit-distros-e2e',
     groupVars: { tunekit_nginx_disable_sites: ['default'] },
     extraArgs: ['-e', 'tunekit_serial=100%'], // every host at once, as before the rollout
-    hostVars: Object.fromEntries(MATRIX.filter((d) => d.hostVars).map((d) => [hosts[d.suite].name, d.hostVars])),
+    hostVars: Object.fromEntries(MATRIX.filter((d) => d.hostVars || d.tls).map((d) => [hosts[d.suite].name, hostVarsOf(d)])),
   });
-  const ctx = (d) => ({ h: hosts[d.suite], runner, version: versions[d.suite], versions, times });
+  const caPem = fs.readFileSync(ca.cert);
+  const ctx = (d) => ({ h: hosts[d.suite], runner, version: versions[d.suite], versions, times, ca: caPem });
 
-  async function servesThroughNginx(h) {
+  async function servesThroughNginx(h, d) {
     assert.equal(await sh(h, `systemctl is-active ${vars.tunekit_app_name}.service nginx.service`), 'active\nactive');
-    const res = await ansible.get(h.ip, vars.tunekit_nginx_listen_port, '/healthz');
+    const res = d.tls
+      ? await ansible.get(h.ip, vars.tunekit_nginx_tls_port, '/healthz', { host: TLS_NAME, ca: caPem })
+      : await ansible.get(h.ip, vars.tunekit_nginx_listen_port, '/healthz');
     assert.equal(res.status, 200, `GET /healthz through nginx on ${h.name}: ${res.body}`);
     assert.match(await sh(h, `cat ${vars.tunekit_nginx_include_dir}/upstream.conf`), new RegExp(`server unix:${vars.tunekit_socket_path}\\b`));
     assert.equal(await sh(h, `stat -c '%U %G %a %F' ${vars.tunekit_socket_path}`),
@@ -154,12 +215,12 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 6
     return res;
   }
 
-  for (const d of MATRIX.filter((e) => e.before)) {
-    await t.test(d.before.title, async () => {
-      const added = await d.before.run(ctx(d));
-      if (added) runner.setHostVars(hosts[d.suite].name, { ...d.hostVars, ...added });
-    });
-  }
+  // The checks before the deploy run at once: each is a short play limited to
+  // its own host (most of it Ansible waiting on SSH).
+  await Promise.all(MATRIX.filter((e) => e.before).map((d) => t.test(d.before.title, async () => {
+    const added = await d.before.run(ctx(d));
+    if (added) runner.setHostVars(hosts[d.suite].name, { ...hostVarsOf(d), ...added });
+  })));
 
   await t.test(`all ${MATRIX.length} deploy in one run and serve through nginx, rendered for their own nginx`, async () => {
     const t0 = Date.now();
@@ -169,7 +230,7 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 6
     for (const h of Object.values(hosts)) assert.equal(r.recap[h.name].failed + r.recap[h.name].unreachable, 0, `${h.name} failed`);
     for (const d of MATRIX) {
       const h = hosts[d.suite];
-      await servesThroughNginx(h);
+      await servesThroughNginx(h, d);
       assert.match(await sh(h, `head -n 12 ${vars.tunekit_nginx_conf_dir}/nginx.conf`), new RegExp(`for nginx ${escape(versions[d.suite].nginx)}\\.`));
       if (d.deployed) await d.deployed(ctx(d));
     }

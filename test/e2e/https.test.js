@@ -1,9 +1,13 @@
 'use strict';
-// site.yml with the HTTPS front (tunekit_nginx_tls: true) onto a booted Debian 13
-// host, with a certificate from a throwaway CA (lib/tls.js) in certbot's layout:
+// site.yml with the HTTPS front (tunekit_nginx_tls: true) and HTTP/3 on
+// (tunekit_nginx_http3: true; Debian 13's nginx has the module) onto a booted
+// Debian 13 host, with a certificate from a throwaway CA (lib/tls.js) in
+// certbot's layout:
 // - TLS 1.3 and HTTP/2 (ALPN) are negotiated, the app answers through HTTPS, a
 //   second connection resumes the first one's session, plain HTTP redirects to
 //   HTTPS except the ACME path, which answers from the webroot;
+// - HTTP/2 responses advertise HTTP/3 on the port (Alt-Svc), and the host's own
+//   curl gets the app's answer over HTTP/3 alone (the controller's has none);
 // - a missing key, a key of another certificate and an expired certificate are
 //   each refused before anything changes, naming the file; the live
 //   configuration stays as it was and keeps serving.
@@ -24,6 +28,7 @@ const { tailOf, sh } = ansible;
 const NAME = 'localhost'; // a name the throwaway leaf covers
 const vars = resolve({ set: ['tunekit_nginx_tls=true', `tunekit_nginx_server_name=${NAME}`] });
 const LIVE = `/etc/letsencrypt/live/${NAME}`;
+const CA_ON_HOST = '/etc/tunekit-e2e/ca.pem'; // for the host's own curl
 
 /** An ECDSA certificate for NAME that expired in 2020, with its key: {cert, key}. */
 function expiredCertificate(dir) {
@@ -92,10 +97,11 @@ test('site.yml with the HTTPS front', { timeout: 15 * 60 * 1000 }, async (t) => 
   const leaf = makeLeaf(path.join(dir, 'leaf'), ca);
   put(`${LIVE}/fullchain.pem`, leaf.cert);
   put(`${LIVE}/privkey.pem`, leaf.key, 0o600);
+  put(CA_ON_HOST, ca.cert);
   const caPem = fs.readFileSync(ca.cert);
   runner = ansible.createRunner(hosts, {
     name: 'tunekit-https-e2e',
-    groupVars: { tunekit_nginx_disable_sites: ['default'], tunekit_nginx_tls: true, tunekit_nginx_server_name: NAME },
+    groupVars: { tunekit_nginx_disable_sites: ['default'], tunekit_nginx_tls: true, tunekit_nginx_http3: true, tunekit_nginx_server_name: NAME },
   });
 
   await t.test('deploys', async () => {
@@ -116,6 +122,17 @@ test('site.yml with the HTTPS front', { timeout: 15 * 60 * 1000 }, async (t) => 
     }).on('error', fail));
     assert.equal(res.status, 200, res.body);
     assert.equal(JSON.parse(res.body).ok, true);
+  });
+
+  await t.test('HTTP/3: HTTP/2 responses advertise it, and the host\'s curl gets the app\'s answer over QUIC alone', async () => {
+    const port = vars.tunekit_nginx_tls_port;
+    const h2 = await ansible.getHttp2(h.ip, port, '/healthz', { name: NAME, ca: caPem });
+    assert.equal(h2.status, 200, h2.body);
+    assert.equal(h2.headers['alt-svc'], `h3=":${port}"; ma=${vars.tunekit_nginx_http3_alt_svc_max_age}`);
+    const h3 = await ansible.curlHttp3(h, port, '/healthz', { name: NAME, caFile: CA_ON_HOST });
+    assert.equal(h3.version, '3', `the response came over HTTP/${h3.version}`);
+    assert.equal(h3.status, 200, h3.body);
+    assert.equal(JSON.parse(h3.body).ok, true);
   });
 
   await t.test('a second connection resumes the first one\'s session', async () => {

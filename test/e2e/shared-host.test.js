@@ -7,16 +7,23 @@
 // - After site.yml (shared host, the default) the old site answers exactly as
 //   before — status, body, its module's header — and the kit's site answers on
 //   the bare address; the module is still loaded.
+// - A site that already serves HTTP/3 on the HTTPS port with its own
+//   `listen ... quic reuseport` makes site.yml with HTTPS and HTTP/3 on stop
+//   before it changes anything, naming that listen and the variable that
+//   resolves it (tunekit_nginx_http3_reuseport: false); the running
+//   configuration stays as it was and keeps serving.
 // - A second site that claims default_server on the kit's port makes site.yml
 //   stop before it changes anything, naming that site's file and line; the
 //   running configuration stays as it was and keeps serving.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { resolve } = require('../../lib/config');
+const { makeCA, makeLeaf } = require('../../lib/tls');
 
 const { tailOf, sh } = ansible;
 const vars = resolve();
@@ -32,14 +39,28 @@ const LEGACY_SITE = `server {
 `;
 const LEGACY_SNIPPET = "log_format legacy '$host $status $request';\n";
 const CLASH_SITE = 'server {\n    listen 80 default_server;\n    server_name clash.example.test;\n    return 204;\n}\n';
+// A site of the host's own that serves HTTP/3 on the kit's HTTPS port, with
+// the reuseport nginx allows once per address and port.
+const TLS_NAME = 'localhost';
+const QUIC_SITE = (port) => `server {
+    listen ${port} ssl;
+    listen ${port} quic reuseport;
+    server_name quic.example.test;
+    ssl_certificate /etc/tunekit-e2e/quic.pem;
+    ssl_certificate_key /etc/tunekit-e2e/quic.key;
+    return 204;
+}
+`;
 
 test('site.yml on a host that already serves a site of its own', { timeout: 12 * 60 * 1000 }, async (t) => {
   let hosts = [];
   let runner;
   let passed = false;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-shared-e2e-'));
   t.after(async () => {
     await stopHosts(hosts);
     if (runner) runner.cleanup(passed);
+    fs.rmSync(dir, { recursive: true, force: true });
   });
   hosts = await bootHosts(1, { name: 'tkshare' });
   const h = hosts[0];
@@ -95,6 +116,36 @@ test('site.yml on a host that already serves a site of its own', { timeout: 12 *
     // Debian's welcome page was disabled as asked (its link only; the site stays available).
     assert.equal((await h.ssh('test -e /etc/nginx/sites-enabled/default')).code, 1);
     assert.equal(await sh(h, 'test -f /etc/nginx/sites-available/default && echo kept'), 'kept');
+  });
+
+  await t.test('a site with its own `quic reuseport` on the HTTPS port stops site.yml with HTTP/3 before anything changes, naming the fix', async () => {
+    // The other site's certificate, and one for the kit's front where certbot keeps it.
+    const ca = makeCA(path.join(dir, 'ca'));
+    const other = makeLeaf(path.join(dir, 'quic'), ca);
+    const kit = makeLeaf(path.join(dir, 'kit'), ca);
+    put('etc/tunekit-e2e/quic.pem', fs.readFileSync(other.cert));
+    put('etc/tunekit-e2e/quic.key', fs.readFileSync(other.key));
+    put(`etc/letsencrypt/live/${TLS_NAME}/fullchain.pem`, fs.readFileSync(kit.cert));
+    put(`etc/letsencrypt/live/${TLS_NAME}/privkey.pem`, fs.readFileSync(kit.key));
+    const tlsPort = vars.tunekit_nginx_tls_port;
+    put('etc/nginx/sites-available/quic', QUIC_SITE(tlsPort));
+    await sh(h, `chmod 600 /etc/tunekit-e2e/quic.key /etc/letsencrypt/live/${TLS_NAME}/privkey.pem && ` +
+      'ln -s ../sites-available/quic /etc/nginx/sites-enabled/quic && nginx -t && systemctl reload nginx');
+    try {
+      const sums = await sh(h, 'find /etc/nginx /etc/sysctl.d /etc/systemd/system -type f | sort | xargs sha256sum');
+      const master = await sh(h, 'systemctl show -P MainPID nginx.service');
+      const workers = await sh(h, `pgrep -P ${master} | sort`);
+      const r = await runner.playbook(['-e', JSON.stringify({ tunekit_nginx_tls: true, tunekit_nginx_http3: true, tunekit_nginx_server_name: TLS_NAME })]);
+      assert.notEqual(r.code, 0, 'site.yml went ahead with two quic reuseport listens on one port');
+      assert.match(r.out, new RegExp(`duplicate listen options for 0\\.0\\.0\\.0:${tlsPort} in /etc/nginx/(sites-enabled/quic|tunekit/site\\.conf):\\d+`));
+      assert.match(r.out, /listens for QUIC on that address and port with reuseport[^]*set tunekit_nginx_http3_reuseport: false/, 'the refusal names the fix');
+      assert.equal(await sh(h, 'find /etc/nginx /etc/sysctl.d /etc/systemd/system -type f | sort | xargs sha256sum'), sums, 'files changed');
+      assert.equal(await sh(h, `pgrep -P ${master} | sort`), workers, 'nginx was reloaded');
+      assert.equal((await legacyGet()).body, before.body);
+      assert.equal((await ansible.get(h.ip, port, '/healthz')).status, 200);
+    } finally {
+      await sh(h, 'rm /etc/nginx/sites-enabled/quic && systemctl reload nginx');
+    }
   });
 
   await t.test('a second default_server on the kit\'s port stops site.yml before anything changes', async () => {

@@ -4,7 +4,10 @@
 // Debian 12) and Debian 13's nginx in its cached root filesystem (OpenSSL 3.5):
 // every pair negotiates the group it was set up for, the hybrid post-quantum
 // group is measured only where the library has it, and every figure is a
-// count of real handshakes.
+// count of real handshakes. With --kit, the kit's own fronts (tls-stock,
+// tls-tuned, plain; HTTP/3 where the nginx has it) on the same two: every
+// connection a full handshake in the protocol asked for, the kit's default
+// group negotiated.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { compareVersions } = require('../../lib/template');
@@ -31,6 +34,29 @@ test('one round: local and Debian 13 fronts, each key and group negotiated and c
   assert.ok(compareVersions(byFront(require('node:path').basename(trixie)).openssl, since) >= 0, 'Debian 13 carries OpenSSL 3.5 or later');
   const md = handshakes.markdown(doc);
   assert.match(md, /\| X25519MLKEM768 \| X25519MLKEM768 \|/);
+});
+
+test('--kit, one round: the kit\'s fronts on local and Debian 13 nginx, full handshakes, HTTP/3 where the module is', { timeout: 5 * 60 * 1000 }, async () => {
+  const { trixie } = await ensureRootfsAll(['trixie']);
+  const doc = await handshakes.run({ rootfs: [trixie], rounds: 1, seconds: 1, kit: true, log: () => {} });
+  const { since } = loadDefaults().tunekit_openssl_versions.features.mlkem_hybrid;
+  for (const front of ['local', require('node:path').basename(trixie)]) {
+    const r = doc.raw.find((x) => x.front === front);
+    assert.ok(r, `no round for ${front}`);
+    const pairs = ['plain/h1', 'tls-stock/h1', 'tls-tuned/h1', ...(r.http3 ? ['tls-tuned-h3/h2', 'tls-tuned-h3/h3'] : [])];
+    assert.deepEqual(r.results.map((x) => `${x.front}/${x.client}`).sort(), pairs.sort(), `${front} (nginx ${r.nginx})`);
+    for (const x of r.results) {
+      assert.ok(x.connections > 0 && x.cpuUs > 0, `${front} ${x.front}/${x.client}: ${JSON.stringify(x)}`);
+      // Over TLS, every connection nginx logged was a full handshake.
+      if (x.front !== 'plain') assert.deepEqual([x.full, x.resumed], [x.connections, 0], `${front} ${x.front}/${x.client}`);
+    }
+    // The kit offers the hybrid group first where the library has it; so does stock's OpenSSL default.
+    const group = compareVersions(r.openssl, since) >= 0 ? 'X25519MLKEM768' : 'X25519';
+    assert.deepEqual(r.groups, { 'tls-stock': group, 'tls-tuned': group }, `${front} (OpenSSL ${r.openssl})`);
+  }
+  assert.equal(doc.raw.find((x) => x.front === 'local').http3, false, 'Debian 12\'s nginx 1.22 has no HTTP/3');
+  assert.equal(doc.raw.find((x) => x.front !== 'local').http3, true, 'Debian 13\'s nginx has HTTP/3');
+  assert.match(handshakes.markdownKit(doc), /\| rootfs-trixie-\w+ \| 1\.26\.\d+ \| 3\.5\.\d+ \| \d+ \(\d+–\d+\) \| \d+ \(\d+–\d+\) \| \d\.\d\d/);
 });
 
 test('bad options are refused by name', () => {

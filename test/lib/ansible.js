@@ -2,7 +2,8 @@
 // Driving site.yml onto booted test hosts (test/lib/nspawn.js), shared by the
 // e2e suites: an inventory for the hosts, ansible-playbook runs whose output is
 // kept in a log file per run, the play recap parsed, and small helpers to ask a
-// host over SSH or over HTTP through its nginx.
+// host over SSH or through its nginx: HTTP/1.1 (HTTPS when given a CA), HTTP/2,
+// and HTTP/3 by the host's own curl (the controller's curl has no HTTP/3).
 //
 //   const ans = createRunner(hosts, { groupVars: { tunekit_nginx_disable_sites: ['default'] },
 //                                     hostVars: { [hosts[0].name]: { tunekit_node_bin: '/opt/node/bin/node' } } });
@@ -19,6 +20,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
+const https = require('node:https');
+const http2 = require('node:http2');
 const { runCommand } = require('./util');
 const { defaultFiles } = require('../../lib/config');
 
@@ -87,19 +90,58 @@ function tailOf(text, n = 60) {
   return text.split('\n').slice(-n).join('\n');
 }
 
-/** GET through a host's nginx; resolves {status, headers, body}. */
-function get(ip, port, urlPath, { host } = {}) {
+/**
+ * GET through a host's nginx; resolves {status, headers, body}. With `ca` (PEM)
+ * over HTTPS, `host` then being the name the certificate covers (SNI and Host).
+ */
+function get(ip, port, urlPath, { host, ca } = {}) {
   return new Promise((done, fail) => {
     const headers = host ? { host } : {};
-    const req = http.get({ host: ip, port, path: urlPath, headers, timeout: 10000, agent: false }, (res) => {
+    const tls = ca ? { ca, servername: host } : {};
+    const req = (ca ? https : http).get({ host: ip, port, path: urlPath, headers, timeout: 10000, agent: false, ...tls }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => { body += d; });
       res.on('end', () => done({ status: res.statusCode, headers: res.headers, body }));
     });
-    req.on('timeout', () => req.destroy(new Error(`GET http://${ip}${urlPath} timed out`)));
+    req.on('timeout', () => req.destroy(new Error(`GET ${ca ? 'https' : 'http'}://${ip}:${port}${urlPath} timed out`)));
     req.on('error', fail);
   });
+}
+
+/** GET over HTTP/2 (TLS, ALPN h2) through a host's nginx for `name`, trusting `ca`; resolves {status, headers, body}. */
+function getHttp2(ip, port, urlPath, { name, ca }) {
+  return new Promise((done, fail) => {
+    const session = http2.connect(`https://${ip}:${port}`, { ca, servername: name });
+    session.setTimeout(10000, () => session.destroy(new Error(`HTTP/2 GET https://${ip}:${port}${urlPath} timed out`)));
+    session.on('error', fail);
+    const req = session.request({ ':path': urlPath, ':authority': name });
+    let headers;
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('response', (h) => { headers = h; });
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      session.close();
+      done({ status: headers[':status'], headers, body });
+    });
+    req.on('error', fail);
+  });
+}
+
+/**
+ * GET over HTTP/3 alone (curl --http3-only), by the host's own curl against
+ * the host's own address for `name` (--resolve), trusting the CA file on the
+ * host; resolves {version, status, body}: version is the HTTP version the
+ * response came in, as curl reports it (%{http_version}).
+ */
+async function curlHttp3(h, port, urlPath, { name, caFile }) {
+  const r = await h.ssh(`curl -sS --http3-only --max-time 20 --cacert ${caFile} --resolve ${name}:${port}:${h.ip} ` +
+    `-w '\\ncurl: %{http_version} %{response_code}\\n' https://${name}:${port}${urlPath}`);
+  assert.equal(r.code, 0, `curl --http3-only on ${h.name} failed (${r.code}): ${r.stderr}`);
+  const m = /\ncurl: (\S+) (\d+)\n$/.exec(r.stdout);
+  assert.ok(m, `curl on ${h.name} printed no version line: ${r.stdout}`);
+  return { version: m[1], status: Number(m[2]), body: r.stdout.slice(0, m.index) };
 }
 
 /**
@@ -144,4 +186,4 @@ async function sh(host, cmd) {
   return r.stdout.trim();
 }
 
-module.exports = { createRunner, templateLines, tailOf, get, sh, ROOT, ANSIBLE_DIR, PLAYBOOK };
+module.exports = { createRunner, templateLines, tailOf, get, getHttp2, curlHttp3, sh, ROOT, ANSIBLE_DIR, PLAYBOOK };
