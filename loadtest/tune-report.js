@@ -19,6 +19,7 @@ function changesOf(tune, key) {
 
 // The comment above one value of the vars file: what was measured for it.
 function valueComment(tune, key) {
+  if (key === 'tunekit_upstream_kind') return ['# follows tunekit_app_strategy below: per-worker has one socket per worker; the other strategies keep the start\'s kind'];
   const changed = changesOf(tune, key);
   const tried = tune.steps.filter((s) => s.variable === key).flatMap((s) => s.challengers.map((c) => c.value));
   if (tune.recommend && changed.length && tune.recommended[key] !== tune.start[key]) {

@@ -375,6 +375,7 @@ async function tune(o, io) {
     const confirmation = await confirm(startArm, best, st, io, o);
     const chosen = confirmation.recommend ? best : startArm;
     return {
+      objective: o.objective,
       start: o.start,
       best: { values: best.values, label: best.entry.label },
       recommended: chosen.values,
