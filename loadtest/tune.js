@@ -172,10 +172,10 @@ const MAX_PASSES = 3;
 // Seconds one comparison of `arms` arms over `rounds` rounds needs (opening `opens` stacks).
 const cost = (st, arms, rounds, opens) => opens * st.openS + rounds * arms * st.runS;
 
-/** The least budget for one round of the search and its confirmation. */
+/** The least budget for one step of the search (its first rounds) and the confirmation. */
 function minimumBudgetS(o) {
   const st = { openS: GUESS_OPEN_S, runS: o.durationS + RUN_OVERHEAD_S };
-  return Math.ceil(cost(st, 2, 1, 2) + cost(st, 2, o.confirmRounds, 0));
+  return Math.ceil(cost(st, 2, o.minRounds, 2) + cost(st, 2, o.confirmRounds, 0));
 }
 
 function newState(o, io) {
@@ -386,6 +386,7 @@ async function tune(o, io) {
       candidates: [...st.candidates.values()],
       stoppedBy: st.stoppedBy,
       elapsedS: st.atS(),
+      openS: st.openS,
       // The bound was met by no run of any candidate (rejected rounds included).
       unmet: !st.trials.some((t) => t.meets),
     };

@@ -112,7 +112,7 @@ function checkBudget(o) {
   const { minimumBudgetS } = require('../../loadtest/tune');
   const need = minimumBudgetS(o);
   if (o.budgetS < need) {
-    throw new UsageError(`--budget ${o.budgetS} s is too small for one round of the search and its ${o.confirmRounds} confirmation rounds ` +
+    throw new UsageError(`--budget ${o.budgetS} s is too small for the first step of the search and its ${o.confirmRounds} confirmation rounds ` +
       `(about ${need} s with --duration ${o.durationS}); give --budget ${Math.ceil(need / 60)}m or more, or a shorter --duration`);
   }
 }
@@ -139,6 +139,10 @@ async function run(argv, o) {
   const R = require('../../loadtest/tune-report');
   const report = require('../../loadtest/report');
   const tune = await runTune(o);
+  if (!tune.trials.length) {
+    throw new UsageError(`--budget ${o.budgetS} s ran out before the first round was measured (a stack took ` +
+      `${Math.round(tune.openS)} s to start here); give a larger --budget`);
+  }
   if (tune.unmet) {
     throw new UsageError(o.objective === 'rps'
       ? `no candidate met the objective in any run (p99 <= ${o.p99Us} µs with zero errors; the lowest p99 measured was ` +

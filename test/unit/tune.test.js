@@ -255,7 +255,7 @@ test('bad input before anything starts: one line, exit 2, nothing written', asyn
   try {
     const out = path.join(dir, 'tune.yml');
     const cases = [
-      [['--budget', '20s'], /^tunekit: --budget 20 s is too small for one round of the search and its 3 confirmation rounds \(about \d+ s with --duration 5\); give --budget \dm or more/],
+      [['--budget', '20s'], /^tunekit: --budget 20 s is too small for the first step of the search and its 3 confirmation rounds \(about \d+ s with --duration 5\); give --budget \dm or more/],
       [['--objective', 'cpu'], /^tunekit: --objective cpu needs --rate R/],
       [['--rate', '100'], /^tunekit: --rate is for --objective cpu/],
       [['--objective', 'cpu', '--rate', '100', '--paths', CLI], /^tunekit: --paths with --objective cpu: the pacer sends one path/],
