@@ -101,7 +101,7 @@ function toMarkdown(doc) {
   const t = doc.tune;
   return [`# tunekit tune`, '', `\`${doc.command}\` — ${doc.createdAt}`, '', `Objective: ${doc.options.objectiveText}.`, '',
     ...verdictLines(doc).map((l) => `- ${l}`), '',
-    '## Candidates (every one passed the kit\'s rules before it was started)', '', mdTable(CANDIDATE_HEAD, t.candidates.map(candidateRow)), '',
+    '## Candidates (each checked by the kit\'s rules first; a refused one was never started)', '', mdTable(CANDIDATE_HEAD, t.candidates.map(candidateRow)), '',
     '## Steps', '', mdTable(STEP_HEAD, stepRows(t)), '',
     '## Confirmation rounds (the best against the start values)', '',
     mdTable(TRIAL_HEAD, t.trials.filter((x) => x.step === 'confirmation').map(trialRow)), '',

@@ -52,8 +52,10 @@ const SPACE = [
     // (round-robin, Node's default), or one socket per worker balanced by nginx.
     name: 'tunekit_app_strategy',
     ladder: () => ['round-robin', 'shared', 'per-worker'],
-    patch: (v, s) => (v === 'per-worker'
-      ? { tunekit_upstream_kind: 'per-worker', tunekit_app_strategy: 'per-worker' }
+    // per-worker lists one socket per worker, so the count is fixed: 0 (one per core)
+    // becomes the core count it stands for.
+    patch: (v, s, cores) => (v === 'per-worker'
+      ? { tunekit_upstream_kind: 'per-worker', tunekit_app_strategy: 'per-worker', tunekit_app_workers: s.tunekit_app_workers || cores }
       : { tunekit_upstream_kind: s.tunekit_upstream_kind === 'per-worker' ? 'uds' : s.tunekit_upstream_kind, tunekit_app_strategy: v }),
     read: (s) => s.tunekit_app_strategy,
   },
@@ -299,7 +301,7 @@ function candidates(dim, inc, st, io, o, values = null) {
   const list = values || neighbours(dim, dim.read(inc.values, o.cores), o.cores);
   const out = [];
   for (const n of list) {
-    const cand = { ...n, values: { ...inc.values, ...dim.patch(n.value, inc.values) } };
+    const cand = { ...n, values: { ...inc.values, ...dim.patch(n.value, inc.values, o.cores) } };
     if (st.compared.has(`${idOf(inc.values)}|${idOf(cand.values)}`) || idOf(cand.values) === idOf(inc.values)) continue;
     const refusals = io.check(cand.values);
     if (refusals.length) {

@@ -273,3 +273,26 @@ test('bad input before anything starts: one line, exit 2, nothing written', asyn
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('the two example apps of different character answer as the example app does (the harness counts workers by "pid")', async () => {
+  const http = require('node:http');
+  for (const file of ['cpu-bound.js', 'io-wait.js']) {
+    const server = http.createServer(require(path.join(ROOT, 'examples', file)));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const body = await new Promise((resolve, reject) => {
+        http.get(`http://127.0.0.1:${server.address().port}/x`, (res) => {
+          let b = '';
+          res.on('data', (d) => { b += d; });
+          res.on('end', () => resolve({ status: res.statusCode, b }));
+        }).on('error', reject);
+      });
+      assert.equal(body.status, 200, file);
+      const json = JSON.parse(body.b);
+      assert.equal(json.ok, true, file);
+      assert.equal(json.pid, process.pid, file);
+    } finally {
+      server.close();
+    }
+  }
+});
