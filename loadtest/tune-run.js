@@ -145,4 +145,4 @@ async function runTune(o) {
   return outcome;
 }
 
-module.exports = { runTune, startValues, refusals, readPaths, setsOf, runOf, WARMUP_S };
+module.exports = { runTune, realIo, startValues, refusals, readPaths, setsOf, runOf, WARMUP_S };

@@ -27,7 +27,8 @@
 //
 // o: { objective: 'rps'|'cpu', budgetS, durationS, minRounds, maxRounds, confirmRounds,
 //      otherLoad (share of the cores other processes may keep busy before a round is
-//      rejected), cores, start (the start values, every key of KEYS) }
+//      rejected), cores, start (the start values, every key of KEYS), vary (the SPACE
+//      names to vary; null: all) }
 
 const { spread, roundOrder } = require('./stats');
 
@@ -60,8 +61,10 @@ const SPACE = [
     read: (s) => s.tunekit_app_strategy,
   },
   {
+    // Not 0: the tuned upstream block writes `keepalive N;`, and nginx refuses N = 0
+    // ("invalid value", measured with nginx 1.22 here) rather than turning the pool off.
     name: 'tunekit_nginx_upstream_keepalive',
-    ladder: () => [0, 1, 4, 16, 64, 256, 1024],
+    ladder: () => [1, 4, 16, 64, 256, 1024],
     patch: (v) => ({ tunekit_nginx_upstream_keepalive: v }),
     read: (s) => s.tunekit_nginx_upstream_keepalive,
   },
@@ -320,10 +323,12 @@ async function descend(startArm, st, io, o) {
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = false;
     for (const dim of SPACE) {
-      if (dim.applies && !dim.applies(inc.values)) continue;
+      if ((dim.applies && !dim.applies(inc.values)) || (o.vary && !o.vary.includes(dim.name))) continue;
       let cands = candidates(dim, inc, st, io, o);
       while (cands.length) {
-        if (!st.fits(cost(st, cands.length + 1, o.minRounds, cands.length))) {
+        // Both neighbours if they fit, else the first alone, else the search is over.
+        if (!st.fits(cost(st, cands.length + 1, o.minRounds, cands.length))) cands = cands.slice(0, 1);
+        if (!st.fits(cost(st, 2, o.minRounds, 1))) {
           st.stoppedBy = 'budget';
           return inc;
         }
@@ -397,7 +402,21 @@ async function tune(o, io) {
   }
 }
 
+/**
+ * Every combination of the ladders' values (the variables that apply to `start`),
+ * over the start values: what an exhaustive grid over the same values measures
+ * (tune-grid.js). Refusals are the caller's (the kit's rules).
+ */
+function grid(start, cores, vary = null) {
+  let points = [start];
+  for (const dim of SPACE) {
+    if ((dim.applies && !dim.applies(start)) || (vary && !vary.includes(dim.name))) continue;
+    points = points.flatMap((p) => dim.ladder(cores).map((v) => ({ ...p, ...dim.patch(v, p, cores) })));
+  }
+  return [...new Map(points.map((p) => [idOf(p), p])).values()];
+}
+
 module.exports = {
-  SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
+  grid, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
   idOf, labelOf, neighbours, further, gain, verdict, relSpread, minimumBudgetS, tune,
 };

@@ -11,6 +11,9 @@ const { UsageError } = require('../../lib/errors');
 const command = require('../../lib/command');
 const { outputFile, inputFile, isDirectory } = require('../../lib/args');
 const { requirePackages } = require('./loadtest');
+const { SPACE } = require('../../loadtest/tune');
+
+const SPACE_NAMES = SPACE.map((d) => d.name);
 
 const COMMAND = {
   name: 'tune',
@@ -35,6 +38,7 @@ const COMMAND = {
     'confirm-rounds': { type: 'string', value: 'N', default: '3', help: 'counted rounds of the winner against the start values' },
     'other-load': { type: 'string', value: 'SHARE', default: '0.25', help: 'reject a round when other processes kept more than this share of the cores busy (the harness\'s warning level)' },
     connections: { type: 'string', value: 'N', default: '50', help: 'concurrent client connections' },
+    vary: { type: 'string', value: 'LIST', help: `the variables to vary, comma-separated (default: all of ${SPACE_NAMES.join(', ')})` },
     from: { type: 'string', value: 'FILE.yml', help: 'start values: a vars file over the kit\'s definition (default: the kit\'s defaults)' },
     out: { type: 'string', value: 'FILE.yml', default: 'tune.yml', help: 'the vars file written (the recommendation, or the start values with "keep what you have")' },
     report: { type: 'string', value: 'DIR', default: '.', help: 'where tune-report.json, .md and .html are written' },
@@ -73,6 +77,15 @@ function number(name, text, { min, whole = false }) {
   return n;
 }
 
+function varyList(text) {
+  const names = text.split(',').map((x) => x.trim()).filter(Boolean);
+  const unknown = names.filter((n) => !SPACE_NAMES.includes(n));
+  if (!names.length || unknown.length) {
+    throw new UsageError(`--vary ${text}: ${unknown.length ? `${unknown.join(', ')} is not one the tuner varies` : 'empty'}; choose from ${SPACE_NAMES.join(', ')}`);
+  }
+  return names;
+}
+
 // The options as the engine takes them, every rule between them checked; nothing started yet.
 function options(v) {
   const objective = v.objective;
@@ -98,6 +111,7 @@ function options(v) {
     out: outputFile('out', v.out),
     report: v.report,
     mix,
+    vary: v.vary === undefined ? null : varyList(v.vary),
   };
   o.minRounds = 2;
   if (mix) o.paths = require('../../loadtest/tune-run').readPaths(v[mix], mix);

@@ -35,7 +35,7 @@ const POOR = {
 function trueRps(v) {
   const w = { 1: 0.55, 2: 1, 3: 0.9, 4: 0.8 }[v.tunekit_app_workers] || 0.7;
   const s = { 'round-robin': 0.8, shared: 1, 'per-worker': 0.95 }[v.tunekit_app_strategy];
-  const k = { 0: 0.3, 1: 0.45, 4: 0.7, 16: 0.9, 64: 1, 256: 1, 1024: 0.99 }[v.tunekit_nginx_upstream_keepalive];
+  const k = { 1: 0.45, 4: 0.7, 16: 0.9, 64: 1, 256: 1, 1024: 0.99 }[v.tunekit_nginx_upstream_keepalive];
   const p = v.tunekit_nginx_worker_processes === 1 ? 0.8 : 1;
   const c = v.tunekit_nginx_worker_connections < 256 ? 0.85 : v.tunekit_nginx_worker_connections < 1024 ? 0.95 : 1;
   return 20000 * w * s * k * p * c;
