@@ -31,9 +31,7 @@ function tempDir(t) {
 
 test('tune from poor values with a tiny budget: ends in time, a vars file render takes, every candidate with its rounds and the rules passed', async (t) => {
   const dir = tempDir(t);
-  const poor = path.join(dir, 'poor.yml');
-  fs.writeFileSync(poor, 'tunekit_app_workers: 1\ntunekit_app_strategy: round-robin\ntunekit_nginx_upstream_keepalive: 1\n' +
-    'tunekit_nginx_worker_connections: 64\n');
+  const poor = path.join(ROOT, 'test/fixtures/tune/poor.yml');
   const out = path.join(dir, 'tuned.yml');
   const started = Date.now();
   // --other-load 1: this shared machine would otherwise reject most rounds; the rejection
@@ -89,4 +87,19 @@ test('a p99 bound no run meets: one line with the lowest p99 measured, exit 2, n
   assert.match(r.stderr, /^tunekit: no candidate met the objective in any run \(p99 <= 1 µs with zero errors; the lowest p99 measured was \d+ µs\); raise --p99/);
   assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
   assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('the grid script on two combinations: each measured, the best again in a round, JSON written', async (t) => {
+  const dir = tempDir(t);
+  const json = path.join(dir, 'grid.json');
+  const r = await runCommand(process.execPath, [path.join(ROOT, 'loadtest/tune-grid.js'), '--vary', 'tunekit_app_workers,tunekit_nginx_upstream_keepalive',
+    '--limit', '2', '--top', '1', '--rounds', '1', '--duration', '1', '--connections', '8', '--json', json], { cwd: ROOT, timeoutMs: 240000 });
+  assert.equal(r.code, 0, r.out);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(doc.measured, 2);
+  assert.equal(doc.runs.length, 2);
+  for (const run of doc.runs) assert.deepEqual(refusals(run.values, null), [], run.label);
+  assert.equal(doc.top.length, 1);
+  assert.equal(doc.top[0].reqPerSec.n, 1);
+  assert.match(r.stdout, /^grid: \d+ combinations, 2 measured/m);
 });
