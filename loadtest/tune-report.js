@@ -9,7 +9,10 @@ const T = require('./tune');
 
 const pct = (x) => `${(x * 100).toFixed(1)}%`;
 const times = (s) => (s && s.median != null ? `×${s.median.toFixed(3)} (${s.min.toFixed(3)}–${s.max.toFixed(3)})` : 'n/a');
-const unitOf = (objective) => (objective === 'rps' ? 'req/s' : 'server CPU per request (lower)');
+const unitOf = (objective) => (objective === 'rps' ? 'req/s' : 'server CPU per request');
+// A gain as the user reads it: req/s multiplied, CPU per request divided (a gain of
+// 1.25 on the cpu objective is CPU per request ÷1.25).
+const gainText = (objective, s) => (objective === 'rps' ? `req/s ${times(s)}` : `server CPU per request ${times(s).replace('×', '÷')}`);
 
 // The steps that changed `key` (the strategy step sets the upstream kind too).
 function changesOf(tune, key) {
@@ -26,7 +29,7 @@ function valueComment(tune, key) {
     return changed.map((s) => {
       const c = s.challengers.find((x) => x.label === s.kept);
       const v = c.verdict;
-      return `# step ${s.step}: ${s.incumbent} -> ${s.kept}: ${unitOf(tune.objective)} ${times(v.gain)} over ${v.rounds} rounds, ` +
+      return `# step ${s.step}: ${s.incumbent} -> ${s.kept}: ${gainText(tune.objective, v.gain)} over ${v.rounds} rounds, ` +
         `each beyond the spread (${pct(v.margin)})`;
     });
   }
@@ -47,7 +50,7 @@ function varsText(doc) {
   ];
   if (t.recommend) {
     head.push(`# Recommended: beat the start values in all ${c.rounds} confirmation rounds beyond the spread (${pct(c.verdict.margin)}): ` +
-      `${unitOf(t.objective)} ${times(c.verdict.gain)}.`);
+      `${gainText(t.objective, c.verdict.gain)}.`);
   } else {
     head.push('# Keep what you have: these are the start values.', `# Why: ${c.why}.`);
   }
@@ -67,7 +70,7 @@ function verdictLines(doc) {
   const lines = [];
   if (t.recommend) {
     lines.push(`Recommended: ${t.best.label} — beat the start values in all ${c.rounds} confirmation rounds beyond the spread ` +
-      `(${pct(c.verdict.margin)}): ${unitOf(t.objective)} ${times(c.verdict.gain)}.`);
+      `(${pct(c.verdict.margin)}): ${gainText(t.objective, c.verdict.gain)}.`);
   } else {
     lines.push(`Keep what you have: ${c.why}${t.best.label !== 'start values' ? ` (the search's best was ${t.best.label})` : ''}.`);
   }

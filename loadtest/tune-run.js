@@ -133,8 +133,12 @@ async function runTune(o) {
   try {
     outcome = await T.tune(o, io);
   } catch (err) {
-    if (err.name === 'StackError' && !outcome) {
+    if (err.name === 'StackError') {
       const first = err.message.split('\n').filter(Boolean).slice(-1)[0] || err.message;
+      if (err.message.startsWith('nginx')) {
+        throw new UsageError(`the start values${o.from ? ` (--from ${o.from})` : ''}: nginx did not start with them (${first.trim()}); ` +
+          `check them with tunekit render --check --out DIR${o.from ? ` --vars ${o.from}` : ''}`);
+      }
       throw new UsageError(`--app ${o.app || '(the example app)'}: the app did not start behind the stack (${first.trim()}); ` +
         `run it alone to see why: tunekit run ${o.app || ''}`.trim());
     }
