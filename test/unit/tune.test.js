@@ -296,3 +296,24 @@ test('the two example apps of different character answer as the example app does
     }
   }
 });
+
+test('the request mix: a path list keeps its repeats; an access log gives its GET paths; neither with no path is refused', () => {
+  const { readPaths } = require('../../loadtest/tune-run');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
+  try {
+    const list = path.join(dir, 'paths.txt');
+    fs.writeFileSync(list, '# the mix\n/\n/\n/api/items?id=1\n\n');
+    assert.deepEqual(readPaths(list, 'paths'), ['/', '/', '/api/items?id=1']);
+    const log = path.join(dir, 'access.log');
+    fs.writeFileSync(log, [
+      '127.0.0.1 - - [27/Nov/2026:07:00:00 +0000] "GET /a?x=1 HTTP/1.1" 200 12 "-" "curl/8"',
+      '127.0.0.1 - - [27/Nov/2026:07:00:01 +0000] "POST /form HTTP/1.1" 200 12 "-" "curl/8"',
+      '127.0.0.1 - - [27/Nov/2026:07:00:02 +0000] "GET /b HTTP/2.0" 200 12 "-" "curl/8"',
+    ].join('\n'));
+    assert.deepEqual(readPaths(log, 'access-log'), ['/a?x=1', '/b']);
+    fs.writeFileSync(log, 'nothing here\n');
+    assert.throws(() => readPaths(log, 'access-log'), /--access-log .*: no GET request line \("GET \/path HTTP\/1\.1"\) in it/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
