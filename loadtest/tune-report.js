@@ -87,7 +87,7 @@ const STEP_HEAD = ['step', 'variable', 'incumbent', 'challenger', 'rounds', 'gai
 function stepRows(t) {
   return t.steps.flatMap((s) => s.challengers.map((c) => [s.step, s.variable, s.incumbent, c.label, c.verdict ? c.verdict.rounds : 0,
     c.verdict ? times(c.verdict.gain) : 'n/a', c.verdict ? pct(c.verdict.margin) : 'n/a',
-    !c.verdict ? 'not measured' : c.verdict.wins ? 'won every round' : c.verdict.loses ? 'lost every round' : 'unclear: kept the incumbent']));
+    !c.verdict ? 'not measured' : !c.verdict.rounds ? 'no counted round (all rejected or out of budget)' : c.verdict.wins ? 'won every round' : c.verdict.loses ? 'lost every round' : 'unclear: kept the incumbent']));
 }
 const TRIAL_HEAD = ['step', 'round', 'candidate', 'at (s)', 'value', 'p99 µs', 'met', 'others (cores)', 'counted'];
 const trialRow = (x) => [x.step, x.round, x.label, x.atS, x.value == null ? 'n/a' : Number(x.value.toFixed(1)),

@@ -352,7 +352,15 @@ async function descend(startArm, st, io, o) {
  * the budget). Recommended only if it beat them in every one beyond the spread.
  */
 async function confirm(startArm, best, st, io, o) {
-  if (best === startArm) return { rounds: 0, verdict: null, recommend: false, why: 'no candidate beat the start values in the search' };
+  if (best === startArm) {
+    const counted = st.trials.filter((t) => !t.rejected).length;
+    const most = Math.max(0, ...st.trials.map((t) => t.otherShare));
+    const why = st.trials.length && !counted
+      ? `every round was rejected: other processes kept up to ${(most * 100).toFixed(0)}% of the cores busy (--other-load allows ` +
+        `${(o.otherLoad * 100).toFixed(0)}%), so nothing could be compared; run it on a quiet machine`
+      : 'no candidate beat the start values in every round of the search beyond the spread';
+    return { rounds: 0, verdict: null, recommend: false, why };
+  }
   const what = `confirmation: ${best.entry.label} vs the start values`;
   const ctx = { step: 'confirmation', what, minRounds: o.confirmRounds, maxRounds: o.confirmRounds, reserve: false };
   const { verdicts, rejected } = await compare([startArm, best], st, io, o, ctx);

@@ -317,3 +317,12 @@ test('the request mix: a path list keeps its repeats; an access log gives its GE
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a machine too busy for any clean round: nothing is compared, and the answer says so', async () => {
+  const o = options({ budgetS: 300 });
+  const t = await T.tune(o, fakeIo({ others: () => 0.6 }, o));
+  assert.equal(t.recommend, false);
+  assert.ok(t.trials.length > 0 && t.trials.every((x) => x.rejected));
+  assert.match(t.confirmation.why, /^every round was rejected: other processes kept up to 60% of the cores busy \(--other-load allows 25%\)/);
+  assert.ok(t.candidates.every((c) => c.rounds === 0));
+});
