@@ -120,8 +120,9 @@ function timeChart(t) {
   const m = { l: 60, r: 20, t: 16, b: 36 };
   const runs = t.trials.filter((x) => x.value != null);
   if (!runs.length) return '<p>No run measured.</p>';
-  const startRuns = runs.filter((x) => x.label === 'start values' && !x.rejected).map((x) => x.value);
-  const base = startRuns.length ? startRuns.sort((a, b) => a - b)[startRuns.length >> 1] : runs[0].value;
+  // The start values' median over their runs (rejected ones too: the scale, not a verdict).
+  const startRuns = runs.filter((x) => x.label === 'start values').map((x) => x.value).sort((a, b) => a - b);
+  const base = startRuns.length ? startRuns[startRuns.length >> 1] : runs[0].value;
   const rel = (v) => v / base;
   const ys = runs.map((x) => rel(x.value));
   const lo = Math.min(...ys, 1) * 0.95;
