@@ -13,6 +13,7 @@ const COMMANDS = {
   demo: 'render, start nginx and the cluster, send a burst, stop',
   loadtest: 'drive a stack through nginx and report',
   bench: 'stock vs tuned TCP vs tuned UDS, A/B rounds, ratios',
+  tune: 'find this app\'s best values here by measurement, confirm them, write a vars file',
   doctor: 'audit a live host across layers',
   sysctl: 'apply a sysctl drop-in without lowering live values',
   profile: 'syscalls, perf samples, queues, flame graph, verdict',

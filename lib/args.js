@@ -76,4 +76,4 @@ function isDirectory(dir) {
   }
 }
 
-module.exports = { parseCommandLine, wholeNumber, oneOf, outputFile, inputFile };
+module.exports = { parseCommandLine, wholeNumber, oneOf, outputFile, inputFile, isDirectory };

@@ -60,6 +60,8 @@ function run(opts) {
     overallRate: opts.rate || undefined,
     timeout: opts.timeoutS,
     pipelining: 1,
+    // A request mix (tunekit tune --paths): each connection cycles through the paths.
+    requests: opts.paths && opts.paths.length ? opts.paths.map((p) => ({ method: 'GET', path: p })) : undefined,
     setupClient: opts.workerShare
       ? (client) => client.on('body', (buf) => { counts.sampled += countPids(buf, byPid); })
       : undefined,

@@ -52,7 +52,7 @@ async function drive(target, o) {
     if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
     return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores(), headers: o.headers });
   }
-  return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1 });
+  return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1, paths: o.paths || null });
 }
 
 function clientWarnings(mode, gen, extra) {

@@ -1,0 +1,117 @@
+#!/usr/bin/env node
+'use strict';
+// The exhaustive grid that `tunekit tune` is judged against (docs/tuning.md): every
+// combination of the tuner's own ladders (tune.js SPACE, or the --vary subset) that
+// passes the kit's rules, each started as a local stack and measured once at
+// saturation; then the best --top of them measured again in --rounds interleaved
+// rounds (stats.roundOrder), so the grid's best is not one lucky run. Hours of load
+// for the full grid on 2 cores: run it once, on a quiet machine.
+//
+//   node loadtest/tune-grid.js --vary tunekit_app_workers,tunekit_app_strategy --duration 5 --json /tmp/grid.json
+
+const fs = require('node:fs');
+const { parseArgs } = require('node:util');
+const T = require('./tune');
+const { realIo, startValues, refusals } = require('./tune-run');
+const { roundOrder, spread } = require('./stats');
+const { cores } = require('./cpu');
+const { createProgress } = require('./progress');
+
+const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
+                                  [--top N] [--rounds N] [--limit N] [--json FILE]
+Every rules-passing combination of the tuner's ladders, measured once at saturation
+(req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
+--limit N measures only the first N combinations (a quick check of the script).`;
+
+function options(argv) {
+  const { values: v } = parseArgs({
+    args: argv,
+    options: {
+      vary: { type: 'string' }, from: { type: 'string' }, duration: { type: 'string', default: '5' },
+      connections: { type: 'string', default: '50' }, top: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' },
+      limit: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (v.help) return null;
+  const n = (name) => {
+    const x = Number(v[name]);
+    if (!Number.isInteger(x) || x < 1) throw new Error(`--${name} must be a whole number >= 1 (got "${v[name]}")`);
+    return x;
+  };
+  const c = cores();
+  return {
+    objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
+    limit: v.limit === undefined ? Infinity : n('limit'), json: v.json || null, from: v.from || null,
+    vary: v.vary ? v.vary.split(',').map((x) => x.trim()) : null, cores: c, procs: Math.min(2, c), paths: null,
+  };
+}
+
+async function measureAll(points, io, o) {
+  const runs = [];
+  for (const [i, values] of points.entries()) {
+    io.progress(`grid ${i + 1}/${points.length}: ${T.labelOf(values, o.start)}`);
+    const arm = await io.open(values);
+    try {
+      const r = await io.measure(arm);
+      runs.push({ values, label: T.labelOf(values, o.start), value: r.value, meets: r.meets, result: r.result });
+    } finally {
+      await io.close(arm);
+    }
+  }
+  return runs;
+}
+
+async function confirmTop(top, io, o) {
+  const arms = [];
+  try {
+    for (const t of top) arms.push({ ...t, arm: await io.open(t.values), rounds: [] });
+    for (let round = 0; round < o.rounds; round++) {
+      for (const i of roundOrder(arms.map((_, k) => k), round)) {
+        io.progress(`top ${arms.length}, round ${round + 1}/${o.rounds}: ${arms[i].label}`);
+        const r = await io.measure(arms[i].arm);
+        arms[i].rounds.push(r.meets ? r.value : 0);
+      }
+    }
+  } finally {
+    for (const a of arms) await io.close(a.arm);
+  }
+  return arms.map(({ arm, ...a }) => ({ ...a, reqPerSec: spread(a.rounds) })).sort((a, b) => b.reqPerSec.median - a.reqPerSec.median);
+}
+
+async function main(argv) {
+  const o = options(argv);
+  if (!o) {
+    console.log(HELP);
+    return 0;
+  }
+  o.start = startValues(o.from);
+  o.t0 = Date.now();
+  o.budgetS = '–';
+  o.progress = createProgress({});
+  const all = T.grid(o.start, o.cores, o.vary);
+  const passing = all.filter((v) => refusals(v, o.from).length === 0);
+  const points = passing.slice(0, o.limit);
+  const io = realIo(o);
+  try {
+    const runs = await measureAll(points, io, o);
+    const top = await confirmTop([...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top), io, o);
+    const doc = { kind: 'tune-grid', createdAt: new Date().toISOString(), command: `node loadtest/tune-grid.js ${argv.join(' ')}`.trim(),
+      cores: o.cores, points: all.length, refused: all.length - passing.length,
+      measured: runs.length, runs, top, best: top[0] ? { label: top[0].label, values: top[0].values, reqPerSec: top[0].reqPerSec } : null };
+    if (o.json) fs.writeFileSync(o.json, `${JSON.stringify(doc, null, 2)}\n`);
+    console.log(`grid: ${all.length} combinations, ${runs.length} measured (rules-passing${Number.isFinite(o.limit) ? `, first ${o.limit}` : ''})`);
+    for (const t of top) console.log(`  ${t.label}: ${Math.round(t.reqPerSec.median)} req/s (${Math.round(t.reqPerSec.min)}–${Math.round(t.reqPerSec.max)}) over ${t.reqPerSec.n} rounds`);
+  } finally {
+    await io.closeAll();
+  }
+  return 0;
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => process.exit(code), (err) => {
+    console.error(`tune-grid: ${err.message.split('\n')[0]}`);
+    process.exit(2);
+  });
+}
+
+module.exports = { main };

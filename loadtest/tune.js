@@ -1,0 +1,430 @@
+'use strict';
+// The search of `tunekit tune`: which values of the variables that matter serve this
+// app best on this host, found by measurement and then proved.
+//
+// Method (docs/tuning.md says why): coordinate descent over SPACE, one variable at a
+// time. The neighbours of the current best value on that variable's ladder are started
+// as stacks of their own and measured in the same interleaved rounds as the current
+// best (the incumbent), the order rotated per round (stats.roundOrder), as the bench
+// does. A round in which other processes kept too many cores busy is rejected and not
+// counted. A challenger replaces the incumbent only if it wins EVERY counted round by
+// more than the spread (the larger of the two arms' own relative spreads over these
+// rounds, at least MIN_MARGIN); rounds are added, up to maxRounds, while the answer
+// is unclear. A challenger that won is followed further in its direction. When the
+// budget leaves room only for the confirmation, the search stops, and the winner is
+// measured against the start values in confirmRounds rounds: it is recommended only
+// if it beats them in every one beyond the spread; otherwise the answer is "keep what
+// you have".
+//
+// Everything that touches the machine is behind `io` (tune-run.js gives the real one,
+// the unit tests a deterministic fake):
+//   io.check(values)           -> [refusal]  the kit's own rules (render's table)
+//   io.open(values)            -> arm        a stack serving these values, warmed up
+//   io.measure(arm, ctx)       -> run        { value, p99Us, achievedRate, otherShare, result }
+//   io.close(arm)
+//   io.now()                   -> ms
+//   io.progress(line)
+//
+// o: { objective: 'rps'|'cpu', budgetS, durationS, minRounds, maxRounds, confirmRounds,
+//      otherLoad (share of the cores other processes may keep busy before a round is
+//      rejected), cores, start (the start values, every key of KEYS), vary (the SPACE
+//      names to vary; null: all) }
+
+const { spread, roundOrder } = require('./stats');
+
+// A challenger must beat the incumbent by at least this much in every round, however
+// steady both were: a 2-core machine shared with anything moves a few percent.
+const MIN_MARGIN = 0.03;
+
+// The variables the search varies, in the order it tries them (the app's side first:
+// the workers decide how the cores are split between nginx and Node), each with the
+// ladder of values it steps along. `keys` are the definition's variables one value sets.
+const SPACE = [
+  {
+    name: 'tunekit_app_workers',
+    ladder: (cores) => Array.from({ length: Math.max(4, 2 * cores) }, (_, i) => i + 1),
+    patch: (v) => ({ tunekit_app_workers: v }),
+    // 0 is one per core: its place on the ladder is the core count.
+    read: (s, cores) => s.tunekit_app_workers || cores,
+  },
+  {
+    // How the cluster shares the listener, and with it the upstream kind: one socket
+    // every worker accepts from (shared), the primary handing out connections
+    // (round-robin, Node's default), or one socket per worker balanced by nginx.
+    name: 'tunekit_app_strategy',
+    ladder: () => ['round-robin', 'shared', 'per-worker'],
+    // per-worker lists one socket per worker, so the count is fixed: 0 (one per core)
+    // becomes the core count it stands for.
+    patch: (v, s, cores) => (v === 'per-worker'
+      ? { tunekit_upstream_kind: 'per-worker', tunekit_app_strategy: 'per-worker', tunekit_app_workers: s.tunekit_app_workers || cores }
+      : { tunekit_upstream_kind: s.tunekit_upstream_kind === 'per-worker' ? 'uds' : s.tunekit_upstream_kind, tunekit_app_strategy: v }),
+    read: (s) => s.tunekit_app_strategy,
+  },
+  {
+    // Not 0: the tuned upstream block writes `keepalive N;`, and nginx refuses N = 0
+    // ("invalid value", measured with nginx 1.22 here) rather than turning the pool off.
+    name: 'tunekit_nginx_upstream_keepalive',
+    ladder: () => [1, 4, 16, 64, 256, 1024],
+    patch: (v) => ({ tunekit_nginx_upstream_keepalive: v }),
+    read: (s) => s.tunekit_nginx_upstream_keepalive,
+  },
+  {
+    name: 'tunekit_nginx_worker_processes',
+    ladder: (cores) => Array.from({ length: cores }, (_, i) => i + 1),
+    patch: (v) => ({ tunekit_nginx_worker_processes: v }),
+    // "auto" is one per core: its place on the ladder is the core count.
+    read: (s, cores) => (s.tunekit_nginx_worker_processes === 'auto' ? cores : s.tunekit_nginx_worker_processes),
+  },
+  {
+    name: 'tunekit_nginx_worker_connections',
+    ladder: () => [64, 256, 1024, 4096, 16384],
+    patch: (v) => ({ tunekit_nginx_worker_connections: v }),
+    read: (s) => s.tunekit_nginx_worker_connections,
+  },
+  {
+    // Only where gzip is on (tunekit_nginx_gzip); it matters only for responses at
+    // least tunekit_nginx_gzip_min_length long to clients that ask for gzip.
+    name: 'tunekit_nginx_gzip_level',
+    ladder: () => [1, 2, 4, 6, 9],
+    patch: (v) => ({ tunekit_nginx_gzip_level: v }),
+    read: (s) => s.tunekit_nginx_gzip_level,
+    applies: (s) => s.tunekit_nginx_gzip === true,
+  },
+];
+
+/** Every key a candidate may set: what the vars file holds. */
+const KEYS = ['tunekit_app_workers', 'tunekit_upstream_kind', 'tunekit_app_strategy', 'tunekit_nginx_upstream_keepalive',
+  'tunekit_nginx_worker_processes', 'tunekit_nginx_worker_connections', 'tunekit_nginx_gzip_level'];
+
+/** The candidate's identity: its values of KEYS, in order. */
+const idOf = (values) => KEYS.map((k) => `${k}=${values[k]}`).join(' ');
+
+/** A short label: only what differs from `base`. */
+function labelOf(values, base) {
+  const diff = KEYS.filter((k) => values[k] !== base[k]).map((k) => `${k.replace(/^tunekit_(app_|nginx_)?/, '')}=${values[k]}`);
+  return diff.length ? diff.join(' ') : 'start values';
+}
+
+/**
+ * The values next to the current one on a variable's ladder, nearest first in each
+ * direction: [{ value, dir }] (dir -1 below, +1 above). A value between two rungs
+ * has the rungs either side as its neighbours.
+ */
+function neighbours(dim, current, cores) {
+  const ladder = dim.ladder(cores);
+  const at = ladder.indexOf(current);
+  if (at >= 0) {
+    return [[at - 1, -1], [at + 1, 1]].filter(([i]) => i >= 0 && i < ladder.length).map(([i, dir]) => ({ value: ladder[i], dir }));
+  }
+  if (typeof current !== 'number') return ladder.map((value) => ({ value, dir: 0 }));
+  const below = ladder.filter((v) => v < current).pop();
+  const above = ladder.find((v) => v > current);
+  return [below !== undefined && { value: below, dir: -1 }, above !== undefined && { value: above, dir: 1 }].filter(Boolean);
+}
+
+/** The next value further in `dir` after `value` on the ladder, or undefined. */
+function further(dim, value, dir, cores) {
+  const ladder = dim.ladder(cores);
+  const at = ladder.indexOf(value);
+  return at < 0 || dir === 0 ? undefined : ladder[at + dir];
+}
+
+/**
+ * How much better the challenger's run is than the incumbent's in the same round:
+ * > 1 better. A run that misses the objective's bound (p99 above --p99; paced rate
+ * not reached) loses to one that meets it (0 or Infinity); between two that miss,
+ * the one nearer the bound is better, so the search walks toward it.
+ */
+function gain(chal, inc, objective) {
+  if (chal.meets && !inc.meets) return Infinity;
+  if (!chal.meets && inc.meets) return 0;
+  if (!chal.meets) return objective === 'rps' ? inc.p99Us / chal.p99Us : chal.achievedRate / inc.achievedRate;
+  return objective === 'rps' ? chal.value / inc.value : inc.value / chal.value;
+}
+
+/** (max − min) / median of the runs' values: how much an arm moved over the rounds. */
+function relSpread(runs) {
+  const s = spread(runs.map((r) => r.value));
+  return s.n < 2 || !s.median ? 0 : (s.max - s.min) / s.median;
+}
+
+/**
+ * The verdict on one challenger from the counted rounds: per-round gains, the margin
+ * they must clear (the spread), and whether it won or lost every round beyond it.
+ */
+function verdict(incRuns, chalRuns, objective) {
+  const gains = incRuns.map((inc, i) => gain(chalRuns[i], inc, objective));
+  const margin = Math.max(MIN_MARGIN, relSpread(incRuns), relSpread(chalRuns));
+  return {
+    gains,
+    gain: spread(gains.filter(Number.isFinite)),
+    margin,
+    rounds: gains.length,
+    wins: gains.length > 0 && gains.every((g) => g > 1 + margin),
+    loses: gains.length > 0 && gains.every((g) => g < 1 - margin),
+  };
+}
+
+
+// Until a stack has started and a run has ended here, their cost is guessed: a
+// stack's start (render, runner ready, nginx answering) and the few seconds around a
+// run (generator processes start, CPU snapshots) on a busy 2-core machine.
+const GUESS_OPEN_S = 5;
+const RUN_OVERHEAD_S = 1.5;
+// Passes over SPACE at most: another pass only after one moved a value.
+const MAX_PASSES = 3;
+
+// Seconds one comparison of `arms` arms over `rounds` rounds needs (opening `opens` stacks).
+const cost = (st, arms, rounds, opens) => opens * st.openS + rounds * arms * st.runS;
+
+/** The least budget for one step of the search (its first rounds) and the confirmation. */
+function minimumBudgetS(o) {
+  const st = { openS: GUESS_OPEN_S, runS: o.durationS + RUN_OVERHEAD_S };
+  return Math.ceil(cost(st, 2, o.minRounds, 2) + cost(st, 2, o.confirmRounds, 0));
+}
+
+function newState(o, io) {
+  const st = {
+    t0: io.now(),
+    deadline: io.now() + o.budgetS * 1000,
+    openS: GUESS_OPEN_S,
+    runS: o.durationS + RUN_OVERHEAD_S,
+    opened: [],
+    ran: [],
+    trials: [],
+    steps: [],
+    candidates: new Map(),
+    compared: new Set(),
+    stoppedBy: 'converged',
+  };
+  st.reserveS = () => cost(st, 2, o.confirmRounds, 0);
+  st.fits = (seconds, reserve = true) => io.now() + (seconds + (reserve ? st.reserveS() : 0)) * 1000 <= st.deadline;
+  st.atS = () => (io.now() - st.t0) / 1000;
+  return st;
+}
+
+const mean = (xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
+
+// The candidate's entry in the list of everything tried; every one passed the rules
+// before it was started (or is listed with the refusal and never started).
+function entry(st, values, start, refusal = null) {
+  const id = idOf(values);
+  if (!st.candidates.has(id)) {
+    st.candidates.set(id, { id, label: labelOf(values, start), values, rules: refusal ? `refused: ${refusal}` : 'passed',
+      rounds: 0, rejectedRounds: 0, failed: null, firstAtS: Math.round(st.atS()) });
+  }
+  return st.candidates.get(id);
+}
+
+async function openArm(st, io, values, start) {
+  const t = io.now();
+  const arm = await io.open(values);
+  st.opened.push((io.now() - t) / 1000);
+  st.openS = Math.max(GUESS_OPEN_S / 2, mean(st.opened));
+  return { values, arm, entry: entry(st, values, start) };
+}
+
+/**
+ * Interleaved rounds of arms[0] (the incumbent) against the others. A round with too
+ * much other load is rejected (listed, not counted); rounds go on until every
+ * challenger has won or lost every round beyond the spread (at least minRounds), or
+ * maxRounds are counted, or the budget has no room for another.
+ */
+async function compare(arms, st, io, o, ctx) {
+  const counted = arms.map(() => []);
+  const verdicts = () => arms.slice(1).map((_, i) => verdict(counted[0], counted[i + 1], o.objective));
+  let rejected = 0;
+  for (let round = 0; counted[0].length < ctx.maxRounds && rejected <= ctx.maxRounds; round++) {
+    if (!st.fits(arms.length * st.runS, ctx.reserve)) {
+      ctx.outOfBudget = true;
+      break;
+    }
+    const runs = [];
+    for (const i of roundOrder(arms.map((_, k) => k), round)) {
+      io.progress(`${ctx.what} | round ${round + 1} (${counted[0].length} counted): ${arms[i].entry.label} | leads: ${arms[0].entry.label}`);
+      const t = io.now();
+      runs[i] = await io.measure(arms[i].arm, { step: ctx.step, round: round + 1, label: arms[i].entry.label });
+      st.ran.push((io.now() - t) / 1000);
+      st.runS = mean(st.ran.slice(-8));
+    }
+    const noisy = runs.some((r) => r.otherShare >= o.otherLoad);
+    runs.forEach((r, i) => {
+      st.trials.push({ step: ctx.step, round: round + 1, candidate: arms[i].entry.id, label: arms[i].entry.label, atS: Math.round(st.atS()),
+        value: r.value, p99Us: r.p99Us, meets: r.meets, otherShare: r.otherShare, rejected: noisy, result: r.result });
+      if (noisy) arms[i].entry.rejectedRounds++;
+      else arms[i].entry.rounds++;
+    });
+    if (noisy) {
+      rejected++;
+      continue;
+    }
+    runs.forEach((r, i) => counted[i].push(r));
+    if (counted[0].length >= ctx.minRounds && verdicts().every((v) => v.wins || v.loses)) break;
+  }
+  return { verdicts: verdicts(), rejected };
+}
+
+// One step: the incumbent against the candidates in `cands` (values differing in
+// one variable). Returns the challenger that won every round beyond the spread (the
+// largest median gain among such), or null.
+async function step(dim, inc, cands, st, io, o) {
+  const arms = [inc];
+  for (const c of cands) {
+    try {
+      arms.push(await openArm(st, io, c.values, o.start));
+    } catch (err) {
+      entry(st, c.values, o.start).failed = err.message.split('\n')[0];
+    }
+  }
+  const challengers = arms.slice(1);
+  const n = st.steps.length + 1;
+  const what = `step ${n} ${dim.name}: ${dim.read(inc.values, o.cores)} vs ${cands.map((c) => c.value).join(', ')}`;
+  const { verdicts, rejected } = challengers.length
+    ? await compare(arms, st, io, o, { step: n, what, minRounds: o.minRounds, maxRounds: o.maxRounds, reserve: true })
+    : { verdicts: [], rejected: 0 };
+  let best = null;
+  challengers.forEach((a, i) => {
+    cands.find((c) => c.values === a.values).verdict = verdicts[i];
+    if (verdicts[i].wins && (!best || verdicts[i].gain.median > best.verdict.gain.median)) best = { ...a, verdict: verdicts[i] };
+  });
+  for (const c of cands) st.compared.add(`${idOf(inc.values)}|${idOf(c.values)}`);
+  st.steps.push({
+    step: n, variable: dim.name, atS: Math.round(st.atS()), incumbent: inc.entry.label, rejectedRounds: rejected,
+    challengers: cands.map((c) => ({ value: c.value, label: entry(st, c.values, o.start).label, verdict: c.verdict || null })),
+    kept: best ? best.entry.label : inc.entry.label, changed: Boolean(best),
+  });
+  for (const a of challengers) if (a !== best) await io.close(a.arm);
+  return best && { ...best, value: cands.find((c) => c.values === best.values).value, dir: cands.find((c) => c.values === best.values).dir };
+}
+
+// The candidates one variable's step tries: its neighbours on the ladder, those the
+// kit's rules refuse listed (with the refusal) and never started, those already
+// measured against this incumbent left out.
+function candidates(dim, inc, st, io, o, values = null) {
+  const list = values || neighbours(dim, dim.read(inc.values, o.cores), o.cores);
+  const out = [];
+  for (const n of list) {
+    const cand = { ...n, values: { ...inc.values, ...dim.patch(n.value, inc.values, o.cores) } };
+    if (st.compared.has(`${idOf(inc.values)}|${idOf(cand.values)}`) || idOf(cand.values) === idOf(inc.values)) continue;
+    const refusals = io.check(cand.values);
+    if (refusals.length) {
+      entry(st, cand.values, o.start, refusals[0]);
+      st.compared.add(`${idOf(inc.values)}|${idOf(cand.values)}`);
+      continue;
+    }
+    out.push(cand);
+  }
+  return out;
+}
+
+/** Coordinate descent over SPACE from the start arm; returns the incumbent at the end. */
+async function descend(startArm, st, io, o) {
+  let inc = startArm;
+  for (let pass = 0; pass < MAX_PASSES; pass++) {
+    let moved = false;
+    for (const dim of SPACE) {
+      if ((dim.applies && !dim.applies(inc.values)) || (o.vary && !o.vary.includes(dim.name))) continue;
+      let cands = candidates(dim, inc, st, io, o);
+      while (cands.length) {
+        // Both neighbours if they fit, else the first alone, else the search is over.
+        if (!st.fits(cost(st, cands.length + 1, o.minRounds, cands.length))) cands = cands.slice(0, 1);
+        if (!st.fits(cost(st, 2, o.minRounds, 1))) {
+          st.stoppedBy = 'budget';
+          return inc;
+        }
+        const won = await step(dim, inc, cands, st, io, o);
+        if (!won) break;
+        if (inc !== startArm) await io.close(inc.arm);
+        inc = won;
+        moved = true;
+        // Follow a winner further the way it went.
+        const next = further(dim, won.value, won.dir, o.cores);
+        cands = next === undefined ? [] : candidates(dim, inc, st, io, o, [{ value: next, dir: won.dir }]);
+      }
+    }
+    if (!moved) return inc;
+  }
+  return inc;
+}
+
+/**
+ * The winner against the start values in confirmRounds counted rounds (reserved from
+ * the budget). Recommended only if it beat them in every one beyond the spread.
+ */
+async function confirm(startArm, best, st, io, o) {
+  if (best === startArm) {
+    const counted = st.trials.filter((t) => !t.rejected).length;
+    const most = Math.max(0, ...st.trials.map((t) => t.otherShare));
+    const why = st.trials.length && !counted
+      ? `every round was rejected: other processes kept up to ${(most * 100).toFixed(0)}% of the cores busy (--other-load allows ` +
+        `${(o.otherLoad * 100).toFixed(0)}%), so nothing could be compared; run it on a quiet machine`
+      : 'no candidate beat the start values in every round of the search beyond the spread';
+    return { rounds: 0, verdict: null, recommend: false, why };
+  }
+  const what = `confirmation: ${best.entry.label} vs the start values`;
+  const ctx = { step: 'confirmation', what, minRounds: o.confirmRounds, maxRounds: o.confirmRounds, reserve: false };
+  const { verdicts, rejected } = await compare([startArm, best], st, io, o, ctx);
+  const v = verdicts[0];
+  const recommend = v.rounds === o.confirmRounds && v.wins;
+  let why = null;
+  if (!recommend) {
+    why = v.rounds < o.confirmRounds
+      ? `only ${v.rounds} of ${o.confirmRounds} confirmation rounds fitted in the budget or passed the other-load check (${rejected} rejected)`
+      : `it did not beat the start values in every confirmation round by more than the spread (${(v.margin * 100).toFixed(1)}%)`;
+  }
+  return { rounds: v.rounds, rejected, verdict: v, recommend, why };
+}
+
+/**
+ * Search, then confirm. Returns everything the report and the vars file need; closes
+ * every stack it opened, also on failure. Throws what io.open throws for the start
+ * values (an app that does not start is the caller's error to report).
+ */
+async function tune(o, io) {
+  const st = newState(o, io);
+  const startArm = await openArm(st, io, o.start, o.start);
+  const open = [startArm];
+  try {
+    const best = await descend(startArm, st, io, o);
+    if (best !== startArm) open.push(best);
+    const confirmation = await confirm(startArm, best, st, io, o);
+    const chosen = confirmation.recommend ? best : startArm;
+    return {
+      objective: o.objective,
+      start: o.start,
+      best: { values: best.values, label: best.entry.label },
+      recommended: chosen.values,
+      recommend: confirmation.recommend,
+      confirmation,
+      steps: st.steps,
+      trials: st.trials,
+      candidates: [...st.candidates.values()],
+      stoppedBy: st.stoppedBy,
+      elapsedS: st.atS(),
+      openS: st.openS,
+      // The bound was met by no run of any candidate (rejected rounds included).
+      unmet: !st.trials.some((t) => t.meets),
+    };
+  } finally {
+    for (const a of open) await io.close(a.arm);
+  }
+}
+
+/**
+ * Every combination of the ladders' values (the variables that apply to `start`),
+ * over the start values: what an exhaustive grid over the same values measures
+ * (tune-grid.js). Refusals are the caller's (the kit's rules).
+ */
+function grid(start, cores, vary = null) {
+  let points = [start];
+  for (const dim of SPACE) {
+    if ((dim.applies && !dim.applies(start)) || (vary && !vary.includes(dim.name))) continue;
+    points = points.flatMap((p) => dim.ladder(cores).map((v) => ({ ...p, ...dim.patch(v, p, cores) })));
+  }
+  return [...new Map(points.map((p) => [idOf(p), p])).values()];
+}
+
+module.exports = {
+  grid, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
+  idOf, labelOf, neighbours, further, gain, verdict, relSpread, minimumBudgetS, tune,
+};

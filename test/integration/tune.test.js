@@ -1,0 +1,105 @@
+'use strict';
+// `tunekit tune` end to end on the real local stack (rendered nginx + the cluster on
+// loopback, one stack per candidate, driven by the harness), from deliberately poor
+// values, with a tiny budget. Invariants only, never a speed: it ends within its
+// budget plus the time to stop its stacks, writes a vars file `tunekit render --vars`
+// takes, and a report that lists every candidate with its rounds, each one passing
+// the kit's rules. Bad input that needs the stack to show itself (an app that does
+// not load, a p99 bound no run meets): one line, exit 2, nothing written.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { runCommand } = require('../lib/util');
+const { refusals } = require('../../loadtest/tune-run');
+
+const ROOT = path.resolve(__dirname, '../..');
+const CLI = path.join(ROOT, 'bin/tunekit.js');
+const BUDGET_S = 40;
+// Beyond the budget: the CLI's own start, and stopping the stacks (each drains its app).
+const AFTER_BUDGET_S = 45;
+
+const tunekit = (args, timeoutMs = 240000) => runCommand(process.execPath, [CLI, ...args], { cwd: ROOT, timeoutMs });
+
+function tempDir(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('tune from poor values with a tiny budget: ends in time, a vars file render takes, every candidate with its rounds and the rules passed', async (t) => {
+  const dir = tempDir(t);
+  const poor = path.join(ROOT, 'test/fixtures/tune/poor.yml');
+  const out = path.join(dir, 'tuned.yml');
+  const started = Date.now();
+  // --other-load 1: this shared machine would otherwise reject most rounds; the rejection
+  // itself is tested with a fake measure (test/unit/tune.test.js).
+  const r = await tunekit(['tune', '--from', poor, '--budget', `${BUDGET_S}s`, '--duration', '1', '--connections', '16',
+    '--other-load', '1', '--out', out, '--report', dir, '--no-progress']);
+  const wallS = (Date.now() - started) / 1000;
+  assert.equal(r.code, 0, r.out);
+  assert.ok(wallS <= BUDGET_S + AFTER_BUDGET_S, `${wallS.toFixed(0)} s for a ${BUDGET_S} s budget`);
+  // Both answers are right here: which one depends on what this shared machine measured.
+  assert.match(r.stdout.split('\n')[0], /^(Recommended: .* beat the start values in all 3 confirmation rounds|Keep what you have: )/);
+
+  const doc = JSON.parse(fs.readFileSync(path.join(dir, 'tune-report.json'), 'utf8'));
+  assert.equal(doc.kind, 'tune');
+  assert.ok(doc.tune.elapsedS <= BUDGET_S, `the search and confirmation took ${doc.tune.elapsedS} s`);
+  const measured = doc.tune.candidates.filter((c) => c.rules === 'passed' && !c.failed);
+  assert.ok(measured.length >= 2, 'the start values and at least one challenger');
+  const md = fs.readFileSync(path.join(dir, 'tune-report.md'), 'utf8');
+  for (const c of doc.tune.candidates) {
+    // Every candidate started passes the kit's rules as render applies them.
+    if (c.rules === 'passed') assert.deepEqual(refusals(c.values, poor), [], c.label);
+    const runs = doc.tune.trials.filter((x) => x.candidate === c.id);
+    assert.equal(runs.length, c.rounds + c.rejectedRounds, c.label);
+    assert.ok(md.includes(`| ${c.label} | `), `the report lists ${c.label}`);
+  }
+  for (const c of measured) assert.ok(c.rounds + c.rejectedRounds >= 1, `${c.label} was measured`);
+
+  // The vars file: what render takes, with the values the report recommends.
+  const text = fs.readFileSync(out, 'utf8');
+  for (const [k, v] of Object.entries(doc.tune.recommended)) if (k !== 'tunekit_nginx_gzip') assert.match(text, new RegExp(`^${k}: ${v}$`, 'm'));
+  const rendered = await tunekit(['render', '--out', path.join(dir, 'tree'), '--vars', poor, '--vars', out], 60000);
+  assert.equal(rendered.code, 0, rendered.out);
+});
+
+test('an app that does not load: one line naming --app, exit 2, nothing written', async (t) => {
+  const dir = tempDir(t);
+  const app = path.join(dir, 'broken.js');
+  fs.writeFileSync(app, "throw new Error('the database URL is not set');\n");
+  const out = path.join(dir, 'out');
+  fs.mkdirSync(out);
+  const r = await tunekit(['tune', '--app', app, '--budget', '40s', '--duration', '1', '--out', path.join(out, 't.yml'), '--report', out, '--no-progress']);
+  assert.equal(r.code, 2, r.out);
+  assert.match(r.stderr, /^tunekit: --app .*broken\.js: the app did not start behind the stack \(.*\); run it alone to see why: tunekit run /);
+  assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.deepEqual(fs.readdirSync(out), []);
+});
+
+test('a p99 bound no run meets: one line with the lowest p99 measured, exit 2, nothing written', async (t) => {
+  const dir = tempDir(t);
+  const r = await tunekit(['tune', '--p99', '1us', '--budget', '40s', '--duration', '1', '--connections', '8', '--other-load', '1',
+    '--out', path.join(dir, 't.yml'), '--report', dir, '--no-progress']);
+  assert.equal(r.code, 2, r.out);
+  assert.match(r.stderr, /^tunekit: no candidate met the objective in any run \(p99 <= 1 µs with zero errors; the lowest p99 measured was \d+ µs\); raise --p99/);
+  assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('the grid script on two combinations: each measured, the best again in a round, JSON written', async (t) => {
+  const dir = tempDir(t);
+  const json = path.join(dir, 'grid.json');
+  const r = await runCommand(process.execPath, [path.join(ROOT, 'loadtest/tune-grid.js'), '--vary', 'tunekit_app_workers,tunekit_nginx_upstream_keepalive',
+    '--limit', '2', '--top', '1', '--rounds', '1', '--duration', '1', '--connections', '8', '--json', json], { cwd: ROOT, timeoutMs: 240000 });
+  assert.equal(r.code, 0, r.out);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(doc.measured, 2);
+  assert.equal(doc.runs.length, 2);
+  for (const run of doc.runs) assert.deepEqual(refusals(run.values, null), [], run.label);
+  assert.equal(doc.top.length, 1);
+  assert.equal(doc.top[0].reqPerSec.n, 1);
+  assert.match(r.stdout, /^grid: \d+ combinations, 2 measured/m);
+});

@@ -1,0 +1,328 @@
+'use strict';
+// The logic of `tunekit tune` (loadtest/tune.js) against a deterministic fake
+// measure: a made-up "true" speed per candidate, a fixed noise pattern, a clock that
+// advances by what each stack start and run would take. What is tested is the
+// search (it climbs from poor values, one variable at a time), the rule check of
+// candidates (the kit's own rules: a refused one is listed and never started), the
+// rejection of rounds with other load, the budget, the confirmation decision and the
+// vars file (which the kit's resolver and `tunekit render --vars` take as it is).
+// The real stack and harness run in test/integration/tune.test.js.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const T = require('../../loadtest/tune');
+const { refusals, startValues } = require('../../loadtest/tune-run');
+const R = require('../../loadtest/tune-report');
+const config = require('../../lib/config');
+const { runCommand } = require('../lib/util');
+const { durationS, latencyUs } = require('../../bin/commands/tune');
+
+const ROOT = path.resolve(__dirname, '../..');
+const CLI = path.join(ROOT, 'bin/tunekit.js');
+const CORES = 2;
+
+const POOR = {
+  ...startValues(null),
+  tunekit_app_workers: 1, tunekit_app_strategy: 'round-robin', tunekit_upstream_kind: 'uds',
+  tunekit_nginx_upstream_keepalive: 1, tunekit_nginx_worker_connections: 64,
+};
+
+// A made-up host: req/s peaks at 2 workers, the shared socket, a pool of 64,
+// nginx on both cores, 1024+ connections; gzip level does not matter.
+function trueRps(v) {
+  const w = { 1: 0.55, 2: 1, 3: 0.9, 4: 0.8 }[v.tunekit_app_workers] || 0.7;
+  const s = { 'round-robin': 0.8, shared: 1, 'per-worker': 0.95 }[v.tunekit_app_strategy];
+  const k = { 1: 0.45, 4: 0.7, 16: 0.9, 64: 1, 256: 1, 1024: 0.99 }[v.tunekit_nginx_upstream_keepalive];
+  const p = v.tunekit_nginx_worker_processes === 1 ? 0.8 : 1;
+  const c = v.tunekit_nginx_worker_connections < 256 ? 0.85 : v.tunekit_nginx_worker_connections < 1024 ? 0.95 : 1;
+  return 20000 * w * s * k * p * c;
+}
+
+// The fake io: measures trueRps × (1 ± noise), the noise cycling through a fixed
+// pattern; `others(n)` is the other-load share of run n; the clock advances 4 s per
+// stack start and durationS + 1 s per run.
+function fakeIo({ rps = trueRps, noise = [0.01, -0.01, 0.005, -0.005], others = () => 0, check = (v) => refusals(v, null) } = {}, o) {
+  let clock = 0;
+  let n = 0;
+  const opened = [];
+  const live = new Set();
+  return {
+    opened,
+    live,
+    now: () => clock,
+    progress: () => {},
+    check,
+    async open(values) {
+      clock += 4000;
+      opened.push(values);
+      const arm = { values };
+      live.add(arm);
+      return arm;
+    },
+    async measure(arm) {
+      clock += (o.durationS + 1) * 1000;
+      const value = rps(arm.values, clock) * (1 + noise[n % noise.length]);
+      const share = others(n);
+      n++;
+      return { value, p99Us: 5000, meets: true, achievedRate: null, otherShare: share, result: { otherCores: share * CORES } };
+    },
+    async close(arm) {
+      live.delete(arm);
+    },
+  };
+}
+
+const options = (over = {}) => ({
+  objective: 'rps', budgetS: 3600, durationS: 5, minRounds: 2, maxRounds: 4, confirmRounds: 3, otherLoad: 0.25, cores: CORES, start: POOR, ...over,
+});
+
+test('from poor values the search climbs one variable at a time to the best of the made-up host, and the confirmation proves it', async () => {
+  const o = options();
+  const io = fakeIo({}, o);
+  const t = await T.tune(o, io);
+  const r = t.recommended;
+  assert.equal(t.recommend, true, t.confirmation.why);
+  assert.equal(r.tunekit_app_workers, 2);
+  assert.equal(r.tunekit_app_strategy, 'shared');
+  assert.ok([64, 256].includes(r.tunekit_nginx_upstream_keepalive), `pool ${r.tunekit_nginx_upstream_keepalive}: 64 and 256 are the same here`);
+  assert.ok(r.tunekit_nginx_worker_connections >= 1024, `worker_connections ${r.tunekit_nginx_worker_connections}`);
+  assert.ok(trueRps(r) >= 0.95 * 20000, `the recommendation serves ${trueRps(r)} of the best 20000`);
+  // Each step varies one variable: its challengers differ from the incumbent in it alone.
+  for (const s of t.steps) assert.ok(s.challengers.length >= 1 && s.challengers.length <= 2, `step ${s.step}: ${s.challengers.length} challengers`);
+  // The confirmation: every counted round beyond the spread.
+  assert.equal(t.confirmation.rounds, 3);
+  assert.ok(t.confirmation.verdict.gains.every((g) => g > 1 + t.confirmation.verdict.margin));
+  assert.equal(io.live.size, 0, 'every stack it started is closed');
+});
+
+test('every candidate started passed the kit\'s rules; one the rules refuse is listed with the refusal and never started', async () => {
+  // A pool of 64 with worker_connections 64: the pool's neighbour 256 exceeds
+  // worker_connections, which the rule table refuses.
+  const start = { ...POOR, tunekit_nginx_upstream_keepalive: 64, tunekit_nginx_worker_connections: 64 };
+  const o = options({ start });
+  const io = fakeIo({}, o);
+  const t = await T.tune(o, io);
+  for (const v of io.opened) assert.deepEqual(refusals(v, null), [], T.labelOf(v, start));
+  const refused = t.candidates.filter((c) => c.rules.startsWith('refused'));
+  assert.ok(refused.length >= 1, 'the pool of 256 over 64 connections is refused');
+  for (const c of refused) {
+    assert.ok(!io.opened.some((v) => T.idOf(v) === c.id), `${c.label} was never started`);
+    assert.match(c.rules, /tunekit_nginx_upstream_keepalive=256 must not exceed\s+tunekit_nginx_worker_connections=64/);
+  }
+});
+
+test('no real difference anywhere: the answer is "keep what you have", and the vars file holds the start values', async () => {
+  const o = options({ start: startValues(null) });
+  // Every candidate the same; noise of ±6% in a pattern that makes some look better in some rounds.
+  const io = fakeIo({ rps: () => 10000, noise: [0.06, -0.06, -0.02, 0.04, 0.0, -0.05, 0.03] }, o);
+  const t = await T.tune(o, io);
+  assert.equal(t.recommend, false);
+  assert.deepEqual(t.recommended, o.start);
+  const doc = docOf(t, o);
+  assert.match(R.verdictLines(doc)[0], /^Keep what you have: /);
+  assert.match(R.varsText(doc), /^# Keep what you have: these are the start values\.$/m);
+});
+
+test('a winner of the search that does not beat the start values in every confirmation round is not recommended', async () => {
+  // workers=2 is 10% faster until the clock passes the search, then no faster.
+  let searchEnd = Infinity;
+  const rps = (v, clock) => (v.tunekit_app_workers === 2 && clock < searchEnd ? 11000 : 10000);
+  const start = { ...startValues(null), tunekit_app_workers: 1 };
+  const o = options({ start, budgetS: 3600 });
+  const io = fakeIo({ rps }, o);
+  // The confirmation is measured last: once the last step is recorded, the advantage goes.
+  io.progress = (line) => {
+    if (line.startsWith('confirmation')) searchEnd = io.now();
+  };
+  const t = await T.tune(o, io);
+  assert.equal(t.best.values.tunekit_app_workers, 2, 'the search found workers=2');
+  assert.equal(t.recommend, false);
+  assert.match(t.confirmation.why, /did not beat the start values in every confirmation round/);
+  assert.equal(t.recommended.tunekit_app_workers, 1);
+});
+
+test('rounds with other load are rejected: listed, not counted, and the decision uses the clean rounds only', async () => {
+  const o = options();
+  // Every fourth round (of two-arm steps, runs 0-1, 8-9, ...) is noisy.
+  const io = fakeIo({ others: (n) => (Math.floor(n / 2) % 4 === 0 ? 0.6 : 0.1) }, o);
+  const t = await T.tune(o, io);
+  const rejected = t.trials.filter((x) => x.rejected);
+  assert.ok(rejected.length > 0);
+  // A round is rejected when any of its runs had too much other load.
+  for (const x of rejected) {
+    const round = t.trials.filter((y) => y.step === x.step && y.round === x.round);
+    assert.ok(round.some((y) => y.otherShare >= o.otherLoad), `step ${x.step} round ${x.round}`);
+  }
+  for (const c of t.candidates.filter((x) => x.rules === 'passed')) {
+    assert.equal(c.rounds, t.trials.filter((x) => x.candidate === c.id && !x.rejected).length, c.label);
+  }
+  assert.equal(t.recommend, true);
+});
+
+test('the budget bounds the run: it stops before a step that would not fit, leaving the confirmation its rounds', async () => {
+  const o = options({ budgetS: 120 });
+  const io = fakeIo({}, o);
+  const t = await T.tune(o, io);
+  assert.equal(t.stoppedBy, 'budget');
+  assert.ok(t.elapsedS <= 120, `${t.elapsedS} s`);
+  assert.equal(t.confirmation.rounds, 3);
+  assert.ok(T.minimumBudgetS(o) > 0 && T.minimumBudgetS(o) <= 120);
+});
+
+test('neighbours on a ladder, between rungs, and "auto"/0 placed at the core count', () => {
+  const [workers, , pool, procs] = T.SPACE;
+  assert.deepEqual(T.neighbours(pool, 64, CORES), [{ value: 16, dir: -1 }, { value: 256, dir: 1 }]);
+  assert.deepEqual(T.neighbours(pool, 100, CORES), [{ value: 64, dir: -1 }, { value: 256, dir: 1 }]);
+  assert.deepEqual(T.neighbours(workers, workers.read({ tunekit_app_workers: 0 }, CORES), CORES), [{ value: 1, dir: -1 }, { value: 3, dir: 1 }]);
+  assert.equal(procs.read({ tunekit_nginx_worker_processes: 'auto' }, CORES), CORES);
+  assert.equal(T.further(pool, 256, 1, CORES), 1024);
+  assert.equal(T.further(pool, 1024, 1, CORES), undefined);
+});
+
+test('the verdict: a win needs every round beyond the larger spread; a bound missed loses to one met', () => {
+  const run = (value, meets = true, p99Us = 1000) => ({ value, meets, p99Us });
+  const inc = [run(100), run(104), run(98)];
+  assert.equal(T.verdict(inc, [run(120), run(125), run(118)], 'rps').wins, true);
+  // One round within the spread (6%): not a win.
+  assert.equal(T.verdict(inc, [run(120), run(108), run(118)], 'rps').wins, false);
+  assert.equal(T.gain(run(50), run(100, false), 'rps'), Infinity);
+  assert.equal(T.gain(run(200, false), run(100), 'rps'), 0);
+  assert.equal(T.gain(run(100, false, 2000), run(100, false, 4000), 'rps'), 2, 'between two that miss, the lower p99 is better');
+  // cpu: lower is better.
+  assert.equal(T.gain(run(50), run(100), 'cpu'), 2);
+});
+
+function docOf(t, o) {
+  return {
+    command: 'tunekit tune --budget 10m', createdAt: '2026-11-27T00:00:00.000Z',
+    host: { hostname: 'h', cores: CORES, nginx: '1.22.1', node: process.versions.node },
+    options: { ...o, objectiveText: 'most req/s', from: null }, tune: t,
+  };
+}
+
+test('the vars file: a comment with the evidence above each value; the resolver and `tunekit render --vars` take it as it is', async () => {
+  const o = options();
+  const t = await T.tune(o, fakeIo({}, o));
+  const text = R.varsText(docOf(t, o));
+  assert.match(text, /^# Recommended: beat the start values in all 3 confirmation rounds beyond the spread/m);
+  for (const key of T.KEYS) {
+    const line = text.split('\n').findIndex((l) => l.startsWith(`${key}:`));
+    assert.ok(line > 0 && text.split('\n')[line - 1].startsWith('# '), `${key} has its comment`);
+  }
+  assert.match(text, /# step \d+: .* -> workers=2.*: req\/s ×\d\.\d{3} \(\d\.\d{3}–\d\.\d{3}\) over \d rounds, each beyond the spread/);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
+  try {
+    const file = path.join(dir, 'tune.yml');
+    fs.writeFileSync(file, text);
+    const vars = config.resolve({ varsFiles: [file] });
+    for (const key of T.KEYS) assert.equal(vars[key], t.recommended[key], key);
+    const r = await runCommand(process.execPath, [CLI, 'render', '--out', path.join(dir, 'tree'), '--vars', file], { timeoutMs: 60000 });
+    assert.equal(r.code, 0, r.out);
+    const conf = fs.readFileSync(path.join(dir, 'tree/etc/nginx/nginx.conf'), 'utf8');
+    assert.match(conf, new RegExp(`worker_connections\\s+${t.recommended.tunekit_nginx_worker_connections};`));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the report: the candidates with their rounds, the steps, the confirmation rounds, a chart over time', async () => {
+  const o = options();
+  const t = await T.tune(o, fakeIo({}, o));
+  const doc = docOf(t, o);
+  const md = R.toMarkdown(doc);
+  for (const c of t.candidates) assert.ok(md.includes(`| ${c.label} | ${c.rules} | ${c.rounds} | ${c.rejectedRounds} |`), c.label);
+  assert.match(md, /## Confirmation rounds/);
+  assert.equal((md.split('## Confirmation rounds')[1].split('## Every run')[0].match(/^\| confirmation \|/gm) || []).length, 6, 'two arms × 3 rounds');
+  const html = R.toHtml(doc);
+  assert.equal((html.match(/<circle /g) || []).length, t.trials.length, 'a dot per run in the chart over time');
+});
+
+test('--budget and --p99 read as written; a wrong one is refused', () => {
+  assert.equal(durationS('10m'), 600);
+  assert.equal(durationS('1m30s'), 90);
+  assert.equal(durationS('90'), 90);
+  assert.throws(() => durationS('ten minutes'), /--budget ten minutes: not a duration; write e.g. 90s, 10m/);
+  assert.equal(latencyUs('10ms'), 10000);
+  assert.equal(latencyUs('800us'), 800);
+  assert.throws(() => latencyUs('10'), /--p99 10: not a latency bound/);
+});
+
+test('bad input before anything starts: one line, exit 2, nothing written', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
+  try {
+    const out = path.join(dir, 'tune.yml');
+    const cases = [
+      [['--budget', '20s'], /^tunekit: --budget 20 s is too small for the first step of the search and its 3 confirmation rounds \(about \d+ s with --duration 5\); give --budget \dm or more/],
+      [['--objective', 'cpu'], /^tunekit: --objective cpu needs --rate R/],
+      [['--rate', '100'], /^tunekit: --rate is for --objective cpu/],
+      [['--objective', 'cpu', '--rate', '100', '--paths', CLI], /^tunekit: --paths with --objective cpu: the pacer sends one path/],
+      [['--paths', CLI], /^tunekit: --paths .*: "'use" is not a path; each line must start with \//],
+      [['--from', path.join(dir, 'missing.yml')], /^tunekit: --from .*missing\.yml: .*; give the path of an existing file/],
+    ];
+    for (const [args, want] of cases) {
+      const r = await runCommand(process.execPath, [CLI, 'tune', ...args, '--out', out, '--report', dir], { timeoutMs: 60000 });
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.out}`);
+      assert.match(r.stderr, want);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      assert.deepEqual(fs.readdirSync(dir), [], `${args.join(' ')}: nothing written`);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the two example apps of different character answer as the example app does (the harness counts workers by "pid")', async () => {
+  const http = require('node:http');
+  for (const file of ['cpu-bound.js', 'io-wait.js']) {
+    const server = http.createServer(require(path.join(ROOT, 'examples', file)));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const body = await new Promise((resolve, reject) => {
+        http.get(`http://127.0.0.1:${server.address().port}/x`, (res) => {
+          let b = '';
+          res.on('data', (d) => { b += d; });
+          res.on('end', () => resolve({ status: res.statusCode, b }));
+        }).on('error', reject);
+      });
+      assert.equal(body.status, 200, file);
+      const json = JSON.parse(body.b);
+      assert.equal(json.ok, true, file);
+      assert.equal(json.pid, process.pid, file);
+    } finally {
+      server.close();
+    }
+  }
+});
+
+test('the request mix: a path list keeps its repeats; an access log gives its GET paths; neither with no path is refused', () => {
+  const { readPaths } = require('../../loadtest/tune-run');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
+  try {
+    const list = path.join(dir, 'paths.txt');
+    fs.writeFileSync(list, '# the mix\n/\n/\n/api/items?id=1\n\n');
+    assert.deepEqual(readPaths(list, 'paths'), ['/', '/', '/api/items?id=1']);
+    const log = path.join(dir, 'access.log');
+    fs.writeFileSync(log, [
+      '127.0.0.1 - - [27/Nov/2026:07:00:00 +0000] "GET /a?x=1 HTTP/1.1" 200 12 "-" "curl/8"',
+      '127.0.0.1 - - [27/Nov/2026:07:00:01 +0000] "POST /form HTTP/1.1" 200 12 "-" "curl/8"',
+      '127.0.0.1 - - [27/Nov/2026:07:00:02 +0000] "GET /b HTTP/2.0" 200 12 "-" "curl/8"',
+    ].join('\n'));
+    assert.deepEqual(readPaths(log, 'access-log'), ['/a?x=1', '/b']);
+    fs.writeFileSync(log, 'nothing here\n');
+    assert.throws(() => readPaths(log, 'access-log'), /--access-log .*: no GET request line \("GET \/path HTTP\/1\.1"\) in it/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a machine too busy for any clean round: nothing is compared, and the answer says so', async () => {
+  const o = options({ budgetS: 300 });
+  const t = await T.tune(o, fakeIo({ others: () => 0.6 }, o));
+  assert.equal(t.recommend, false);
+  assert.ok(t.trials.length > 0 && t.trials.every((x) => x.rejected));
+  assert.match(t.confirmation.why, /^every round was rejected: other processes kept up to 60% of the cores busy \(--other-load allows 25%\)/);
+  assert.ok(t.candidates.every((c) => c.rounds === 0));
+});
