@@ -25,6 +25,10 @@ MATRIX.push({ name: 'uds default', varsFiles: [], set: [] });
 MATRIX.push({ name: 'tcp on IPv6 loopback', varsFiles: [], set: ['tunekit_upstream_kind=tcp', 'tunekit_app_tcp_host=::1'] });
 MATRIX.push({ name: 'stock on IPv6 loopback', varsFiles: [profile('stock.yml')], set: ['tunekit_app_tcp_host=::1'] });
 MATRIX.push({ name: 'stock', varsFiles: [profile('stock.yml')], set: [] });
+// A pool of 0 on the tuned upstream: nginx refuses `keepalive 0;`, so the
+// directive is left out (the definition says 0 turns upstream keep-alive off).
+MATRIX.push({ name: 'uds, upstream keep-alive off (pool 0)', varsFiles: [], set: ['tunekit_nginx_upstream_keepalive=0'],
+  rendered: (dir) => assert.doesNotMatch(fs.readFileSync(path.join(dir, 'etc/nginx/tunekit/upstream.conf'), 'utf8'), /^\s*keepalive\s/m) });
 MATRIX.push({ name: 'stock large', varsFiles: [profile('large.yml'), profile('stock.yml')], set: [] });
 MATRIX.push({ name: 'uds, access log off, no buffering, no reuseport', varsFiles: [],
   set: ['tunekit_nginx_access_log=off', 'tunekit_nginx_proxy_buffering=false', 'tunekit_nginx_reuseport=false', 'tunekit_nginx_listen_address=127.0.0.1'] });
@@ -51,6 +55,7 @@ for (const m of MATRIX) {
     const { vars: pv } = renderer.render(vars, dir, { prefix: true, layers: ['nginx', 'app'] });
     const r = renderer.checkNginx(pv);
     assert.ok(r.ok, `${r.command}\n${r.output}`);
+    if (m.rendered) m.rendered(dir);
 
     const skips = m.gixySkips ? ['--skips', m.gixySkips.join(',')] : [];
     const g = spawnSync(GIXY, ['--format', 'json', ...skips, path.join(dir, 'etc/nginx/nginx.conf')], { encoding: 'utf8' });
