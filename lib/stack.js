@@ -191,6 +191,8 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
     `tunekit_app_workers=${workers}`,
     'tunekit_nginx_listen_address=127.0.0.1',
     `tunekit_nginx_listen_port=${nginxPort}`,
+    // The status listener (tunekit_nginx_status) on a free port too: two stacks never share one.
+    `tunekit_nginx_status_port=${await freePort()}`,
   ];
   if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
   const tlsPort = tls ? await freePort() : null;

@@ -78,6 +78,7 @@ async function setUp(t) {
       `tunekit_app_module=${path.join(ROOT, 'test/fixtures/faults/hash-app.js')}`,
       'tunekit_nginx_listen_address=127.0.0.1',
       `tunekit_nginx_listen_port=${port}`,
+      `tunekit_nginx_status_port=${await freePort()}`,
       'tunekit_nginx_worker_processes=1',
       // autocannon ignores nginx's "Connection: close" at the client keepalive_requests
       // limit and may see ECONNRESET there; that is not what this test measures.
