@@ -34,6 +34,11 @@ DEBIAN.test = [
   ...DEBIAN.e2e.filter(([bin]) => bin !== '/usr/sbin/nginx'),
   ['/usr/bin/strace', 'strace'],
   ['/usr/bin/chromium', 'chromium'],
+  // metrics/: promtool (check and test the rules), mtail, the two exporters.
+  ['/usr/bin/promtool', 'prometheus'],
+  ['/usr/bin/mtail', 'mtail'],
+  ['/usr/bin/prometheus-nginx-exporter', 'prometheus-nginx-exporter'],
+  ['/usr/bin/prometheus-node-exporter', 'prometheus-node-exporter'],
 ];
 const NEEDS_VENV = new Set(['test', 'e2e', 'ansible']);
 const JOBS = ['demo', 'test', 'bench', 'e2e', 'ansible'];

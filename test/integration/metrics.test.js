@@ -214,13 +214,20 @@ test('the queue sampler reads a Unix socket\'s and a TCP listener\'s queue and l
   assert.ok(text.includes(`tunekit_listen_queue_length${label('tcp', `127.0.0.1:${port}`)} 2\n`), text);
   assert.ok(text.includes(`tunekit_listen_queue_limit${label('tcp', `127.0.0.1:${port}`)} 7\n`), text);
 
+  // Linux queues backlog + 1 on a Unix socket; the next connect() fails at once with EAGAIN.
+  await connectAll(t, 3, { path: sock });
+  await assert.rejects(connectAll(t, 1, { path: sock }), { code: 'EAGAIN' });
+  assert.equal((await runCommand(process.execPath, [SAMPLER, '--textfile-dir', textfiles, '--unix', sock, '--once'])).code, 0);
+  assert.match(fs.readFileSync(path.join(textfiles, 'tunekit-queues.prom'), 'utf8'),
+    new RegExp(`^tunekit_listen_queue_length\\{socket="${sock}",kind="unix"\\} 6$`, 'm'), 'a full queue: limit + 1 waiting');
+
   // node_exporter's textfile collector serves the file as it is; its netstat collector the TCP overflow counters.
   const nodePort = await freePort();
   const ne = daemon(t, BIN.nodeExporter, [`--web.listen-address=127.0.0.1:${nodePort}`, '--collector.disable-defaults',
     '--collector.textfile', `--collector.textfile.directory=${textfiles}`, '--collector.netstat']);
   const m = await until(`node_exporter on :${nodePort} (${ne.stderr()})`, () => scrape(`http://127.0.0.1:${nodePort}/metrics`), 20_000);
   // It writes labels sorted by name.
-  assert.equal(m.get(`tunekit_listen_queue_length{kind="unix",socket="${sock}"}`), 3, m.text);
+  assert.equal(m.get(`tunekit_listen_queue_length{kind="unix",socket="${sock}"}`), 6, m.text);
   assert.equal(m.get(`tunekit_listen_queue_limit{kind="unix",socket="${sock}"}`), 5);
   assert.ok(m.has('node_netstat_TcpExt_ListenOverflows') && m.has('node_netstat_TcpExt_ListenDrops'), 'netstat counters exported');
   assert.equal(m.get('node_textfile_scrape_error'), 0);
