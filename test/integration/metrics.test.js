@@ -14,6 +14,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const net = require('node:net');
 const http = require('node:http');
+const https = require('node:https');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
@@ -112,8 +113,8 @@ test('prometheus-nginx-exporter reads the rendered stub_status: accepted and han
   t.diagnostic(`exporter: ${[...after].filter(([k]) => k.startsWith('nginx_')).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 });
 
-/** mtail on the stack's two logs, once it has counted a line of the access log. */
-async function startMtail(t, stack) {
+/** mtail on the stack's two logs, once it has counted a line of the access log (`get`: one request, its status). */
+async function startMtail(t, stack, get = async () => (await fetch(stack.url)).status) {
   const port = await freePort();
   const m = daemon(t, BIN.mtail, ['-progs', METRICS, '-logs', `${stack.errorLogPath},${stack.accessLogPath}`,
     '-address', '127.0.0.1', '-port', String(port), '-emit_prog_label=false', '-logtostderr']);
@@ -121,7 +122,7 @@ async function startMtail(t, stack) {
   await until(`mtail on :${port} (${m.stderr()})`, () => scrape(url));
   // It tails from the end of the files: a request logged now proves it reads the access log.
   await until('mtail to count a 2xx from the access log', async () => {
-    assert.equal((await fetch(stack.url)).status, 200);
+    assert.equal(await get(), 200);
     return ((await scrape(url)).get('tunekit_nginx_responses_total{status_class="2xx"}') || 0) > 0;
   }, 30_000, 200);
   return url;
@@ -170,6 +171,46 @@ test('mtail over the stack\'s logs: EACCES and refused connects counted by cause
   assert.equal(m.get('tunekit_nginx_upstream_errors_total{cause="eagain"}'), undefined, 'no other cause was counted');
   assert.ok(m.get('tunekit_nginx_upstream_response_seconds_count') > 0, 'upstream response times observed');
   t.diagnostic(`nginx logged ${eacces} EACCES and ${refused} refused connects; mtail counted the same; the client got ${client502.n} 502s`);
+});
+
+/** One HTTPS GET through agent (trusting ca): the status code. */
+function httpsGet(url, agent, ca) {
+  return new Promise((resolve, reject) => {
+    https.get(url, { agent, ca }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); }).on('error', reject);
+  });
+}
+
+test('mtail counts TLS handshakes once per connection, resumed ones as reused="yes", as nginx logged them', { timeout: 120_000 }, async (t) => {
+  const stack = await startStack({ upstream: 'uds', workers: 1, tls: true });
+  stopAfter(t, stack);
+  const ca = fs.readFileSync(stack.ca);
+  // A new connection per request; the agent keeps the TLS session and offers it again.
+  const fresh = new https.Agent({ keepAlive: false, maxCachedSessions: 10 });
+  const url = await startMtail(t, stack, () => httpsGet(stack.url, fresh, ca));
+  for (let i = 0; i < 5; i++) assert.equal(await httpsGet(stack.url, fresh, ca), 200);
+  // Three requests on one kept-alive connection: one handshake.
+  const kept = new https.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => kept.destroy());
+  for (let i = 0; i < 3; i++) assert.equal(await httpsGet(stack.url, kept, ca), 200);
+
+  // What nginx logged (the access log is flushed within 1 s): first requests of a connection, resumed or not.
+  const logged = () => {
+    const lines = fs.readFileSync(stack.accessLogPath, 'utf8').split('\n').filter(Boolean);
+    return { lines: lines.length, yes: lines.filter((l) => / resumed=r cr=1$/.test(l)).length, no: lines.filter((l) => / resumed=\. cr=1$/.test(l)).length, later: lines.filter((l) => / cr=[2-9]\d*$/.test(l)).length };
+  };
+  let log;
+  let m;
+  await until('mtail to count every handshake nginx logged', async () => {
+    log = logged();
+    m = await scrape(url);
+    const count = (reused) => m.get(`tunekit_nginx_tls_handshakes_total{reused="${reused}"}`) || 0;
+    return log.lines >= 9 && count('yes') === log.yes && count('no') === log.no && m.get('tunekit_nginx_responses_total{status_class="2xx"}') === log.lines;
+  }, 30_000, 200).catch((err) => { throw new Error(`${err.message}: log ${JSON.stringify(log)}`); });
+  assert.ok(log.yes >= 1, `a session was resumed: ${JSON.stringify(log)}`);
+  assert.ok(log.no >= 1, 'the first connection was a full handshake');
+  assert.ok(log.later >= 2, 'the kept-alive connection\'s later requests are logged, and not counted as handshakes');
+  assert.equal(log.yes + log.no + log.later, log.lines, 'every line is a connection\'s first request or a later one');
+  t.diagnostic(`access log: ${JSON.stringify(log)}; mtail: yes ${m.get('tunekit_nginx_tls_handshakes_total{reused="yes"}')}, no ${m.get('tunekit_nginx_tls_handshakes_total{reused="no"}')}`);
 });
 
 /** A process listening on a Unix socket (backlog 5) and on TCP 127.0.0.1 (backlog 7), then stopped: nothing is accepted. */
