@@ -106,7 +106,7 @@ function included(pattern, confDir) {
 
 /**
  * The directives of an nginx configuration, includes followed: [{ name, args, context }],
- * context the enclosing block names ('http upstream'). Enough for the few values
+ * context the enclosing blocks, each with its arguments ('http > upstream tunekit_app'). Enough for the few values
  * the rules compare; `nginx -T` is the full reader (it needs root).
  */
 function directives(file, confDir = path.dirname(file), context = [], out = [], seen = new Set()) {
@@ -117,14 +117,14 @@ function directives(file, confDir = path.dirname(file), context = [], out = [], 
   let cur = [];
   for (const t of w) {
     if (t === '{') {
-      stack.push(cur[0]);
+      stack.push(cur.join(' '));
       cur = [];
     } else if (t === '}') {
       stack.pop();
       cur = [];
     } else if (t === ';') {
       if (cur[0] === 'include') for (const f of included(cur[1], confDir)) directives(f, confDir, stack, out, seen);
-      else if (cur.length) out.push({ name: cur[0], args: cur.slice(1), context: stack.join(' ') });
+      else if (cur.length) out.push({ name: cur[0], args: cur.slice(1), context: stack.join(' > ') });
       cur = [];
     } else {
       cur.push(t);
@@ -142,33 +142,55 @@ function seconds(v) {
 
 /**
  * The values the cross-layer rules compare, as this host has them:
- * [{ layer, name, value, source }]. Only what could be read is listed.
+ * [{ layer, name, value, source }]. Only what could be read is listed; a source
+ * that could not be read (an app.json half-written by a deploy) is named in
+ * `out.errors` and the others are still read, the queues still sampled.
  */
 function settings({ appConfig, nginxConf }) {
   const out = [];
+  out.errors = [];
   const add = (layer, name, value, source) => { if (Number.isFinite(value)) out.push({ layer, name, value, source }); };
-  try {
-    add('kernel', 'somaxconn', Number(fs.readFileSync(SOMAXCONN, 'utf8').trim()), SOMAXCONN);
-  } catch {
-    // not Linux, or /proc not mounted: nothing to say
-  }
-  if (appConfig) {
-    const app = JSON.parse(fs.readFileSync(appConfig, 'utf8'));
-    add('app', 'keepalive_timeout_seconds', app.keepAliveTimeoutMs / 1000, appConfig);
-    add('app', 'headers_timeout_seconds', app.headersTimeoutMs / 1000, appConfig);
-    add('app', 'listen_backlog', app.backlog, appConfig);
-  }
-  if (nginxConf) {
-    const d = directives(nginxConf);
-    const first = (name, context) => d.find((x) => x.name === name && (context === undefined || x.context === context));
-    const upstreamTimeouts = d.filter((x) => x.name === 'keepalive_timeout' && x.context.endsWith('upstream')).map((x) => seconds(x.args[0]));
-    if (upstreamTimeouts.length) add('nginx', 'upstream_keepalive_timeout_seconds', Math.max(...upstreamTimeouts), nginxConf);
-    const wc = first('worker_connections', 'events');
-    if (wc) add('nginx', 'worker_connections', Number(wc.args[0]), nginxConf);
-    const nofile = first('worker_rlimit_nofile', '');
-    if (nofile) add('nginx', 'worker_rlimit_nofile', Number(nofile.args[0]), nginxConf);
-  }
+  const from = (source, read) => {
+    try {
+      read();
+    } catch (err) {
+      out.errors.push(`${source}: ${err.message}`);
+    }
+  };
+  from(SOMAXCONN, () => add('kernel', 'somaxconn', Number(fs.readFileSync(SOMAXCONN, 'utf8').trim()), SOMAXCONN));
+  let listen = null;
+  if (appConfig) from(appConfig, () => { listen = appSettings(appConfig, add); });
+  if (nginxConf) from(nginxConf, () => nginxSettings(nginxConf, listen, add));
   return out;
+}
+
+/** app.json's timeouts and backlog; returns its listen ("unix:/path", "tcp:host:port"). */
+function appSettings(appConfig, add) {
+  const app = JSON.parse(fs.readFileSync(appConfig, 'utf8'));
+  add('app', 'keepalive_timeout_seconds', app.keepAliveTimeoutMs / 1000, appConfig);
+  add('app', 'headers_timeout_seconds', app.headersTimeoutMs / 1000, appConfig);
+  add('app', 'listen_backlog', app.backlog, appConfig);
+  return app.listen;
+}
+
+/**
+ * nginx's worker limits, and the keepalive_timeout of the upstream blocks that
+ * name the app's listen as a server (per-worker sockets: PATH.N); without an
+ * app.json, of every upstream block. The longest counts: it is the one the app
+ * must outlast.
+ */
+function nginxSettings(nginxConf, listen, add) {
+  const d = directives(nginxConf);
+  const first = (name, context) => d.find((x) => x.name === name && (context === undefined || x.context === context));
+  const target = listen ? listen.replace(/^tcp:/, '') : null;
+  const isApp = (server) => !target || server === target || server.startsWith(`${target}.`);
+  const blocks = new Set(d.filter((x) => x.name === 'server' && /> upstream \S+$/.test(x.context) && isApp(x.args[0])).map((x) => x.context));
+  const upstreamTimeouts = d.filter((x) => x.name === 'keepalive_timeout' && blocks.has(x.context)).map((x) => seconds(x.args[0]));
+  if (upstreamTimeouts.length) add('nginx', 'upstream_keepalive_timeout_seconds', Math.max(...upstreamTimeouts), nginxConf);
+  const wc = first('worker_connections', 'events');
+  if (wc) add('nginx', 'worker_connections', Number(wc.args[0]), nginxConf);
+  const nofile = first('worker_rlimit_nofile', '');
+  if (nofile) add('nginx', 'worker_rlimit_nofile', Number(nofile.args[0]), nginxConf);
 }
 
 /** A label value as the text format writes it. */
@@ -204,13 +226,14 @@ function writeAtomically(dir, name, text) {
   fs.renameSync(tmp, path.join(dir, name));
 }
 
-/** One sample: read the queues and settings, write the file. Returns the text written. */
+/** One sample: read the queues and settings, write the file. Returns the text written and what could not be read. */
 function sampleOnce(o) {
   const wanted = [...o.unix.map((socket) => ({ kind: 'unix', socket })), ...o.tcp.map((socket) => ({ kind: 'tcp', socket }))];
   const found = [...(o.unix.length ? listening('unix') : []), ...(o.tcp.length ? listening('tcp') : [])];
-  const text = format(queues(wanted, found), settings(o));
+  const sets = settings(o);
+  const text = format(queues(wanted, found), sets);
   writeAtomically(o.textfileDir, FILE_NAME, text);
-  return text;
+  return { text, errors: sets.errors };
 }
 
 function options(argv) {
@@ -240,10 +263,12 @@ function main(argv = process.argv.slice(2)) {
   }
   const tick = () => {
     try {
-      sampleOnce(o);
+      const { errors } = sampleOnce(o);
+      for (const e of errors) console.error(`queue-sampler: cannot read ${e}`);
+      if (errors.length && o.once) process.exitCode = 1;
     } catch (err) {
-      // One bad sample (an app.json half-written by a deploy) is not the end:
-      // the file keeps its last good sample, whose timestamp shows its age.
+      // ss failed or the directory went away: the file keeps its last sample,
+      // whose timestamp shows its age; the next tick tries again.
       console.error(`queue-sampler: ${err.message}`);
       if (o.once) process.exitCode = 1;
     }

@@ -199,6 +199,21 @@ test('the sampler reads the values the rules compare from a rendered app.json an
   assert.equal(of('nginx', 'worker_rlimit_nofile'), 2000);
   assert.equal(of('kernel', 'somaxconn'), Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8')));
 
+  // Another site's upstream on a shared host does not count: only blocks that name the app's socket.
+  const shared = path.join(dir, 'shared.conf');
+  fs.writeFileSync(shared, `events { worker_connections 512; }\nhttp {\n  include ${path.join(pv.tunekit_nginx_include_dir, 'upstream.conf')};\n`
+    + '  upstream other { server 10.0.0.1:80; keepalive 8; keepalive_timeout 300s; } # a "quoted { brace" in a comment\n}\n');
+  const of2 = (o, name) => (sampler.settings(o).find((s) => s.name === name) || {}).value;
+  assert.equal(of2({ appConfig: pv.tunekit_app_config_path, nginxConf: shared }, 'upstream_keepalive_timeout_seconds'), 30);
+  assert.equal(of2({ nginxConf: shared }, 'upstream_keepalive_timeout_seconds'), 300, 'without app.json, the longest of every upstream');
+  // A source it cannot read is named; the others are still read.
+  const broken = path.join(dir, 'app.json');
+  fs.writeFileSync(broken, '{"keepAliveTimeoutMs": 65');
+  const partial = sampler.settings({ appConfig: broken, nginxConf: shared });
+  assert.equal(partial.errors.length, 1);
+  assert.match(partial.errors[0], new RegExp(`^${broken}: `));
+  assert.equal(partial.find((s) => s.name === 'worker_connections').value, 512);
+
   // What it writes is valid text format (promtool check metrics), label values escaped.
   const text = sampler.format([{ kind: 'unix', socket: '/run/a "b"\\c.sock', sockets: 1, queued: 2, limit: 5 }], got);
   assert.match(text, /^tunekit_listen_queue_length\{socket="\/run\/a \\"b\\"\\\\c\.sock",kind="unix"\} 2$/m);
