@@ -113,8 +113,8 @@ test('prometheus-nginx-exporter reads the rendered stub_status: accepted and han
   t.diagnostic(`exporter: ${[...after].filter(([k]) => k.startsWith('nginx_')).map(([k, v]) => `${k} ${v}`).join(', ')}`);
 });
 
-/** mtail on the stack's two logs, once it has counted a line of the access log (`get`: one request, its status). */
-async function startMtail(t, stack, get = async () => (await fetch(stack.url)).status) {
+/** mtail on the stack's two logs, once it has counted a line of the access log. */
+async function startMtail(t, stack) {
   const port = await freePort();
   const m = daemon(t, BIN.mtail, ['-progs', METRICS, '-logs', `${stack.errorLogPath},${stack.accessLogPath}`,
     '-address', '127.0.0.1', '-port', String(port), '-emit_prog_label=false', '-logtostderr']);
@@ -122,7 +122,7 @@ async function startMtail(t, stack, get = async () => (await fetch(stack.url)).s
   await until(`mtail on :${port} (${m.stderr()})`, () => scrape(url));
   // It tails from the end of the files: a request logged now proves it reads the access log.
   await until('mtail to count a 2xx from the access log', async () => {
-    assert.equal(await get(), 200);
+    assert.equal((await fetch(stack.url)).status, 200);
     return ((await scrape(url)).get('tunekit_nginx_responses_total{status_class="2xx"}') || 0) > 0;
   }, 30_000, 200);
   return url;
@@ -180,37 +180,40 @@ function httpsGet(url, agent, ca) {
   });
 }
 
-test('mtail counts TLS handshakes once per connection, resumed ones as reused="yes", as nginx logged them', { timeout: 120_000 }, async (t) => {
+test('mtail counts a real HTTPS front\'s TLS handshakes once per connection, resumed ones as reused="yes", as nginx logged them', { timeout: 120_000 }, async (t) => {
+  assert.ok(fs.existsSync(BIN.mtail), `${BIN.mtail} is not installed; ${SETUP}`);
   const stack = await startStack({ upstream: 'uds', workers: 1, tls: true });
   stopAfter(t, stack);
   const ca = fs.readFileSync(stack.ca);
+  const mine = new URL('/tls-count', stack.url).href; // this test's requests, apart from the stack's readiness probe
   // A new connection per request; the agent keeps the TLS session and offers it again.
   const fresh = new https.Agent({ keepAlive: false, maxCachedSessions: 10 });
-  const url = await startMtail(t, stack, () => httpsGet(stack.url, fresh, ca));
-  for (let i = 0; i < 5; i++) assert.equal(await httpsGet(stack.url, fresh, ca), 200);
+  for (let i = 0; i < 5; i++) assert.equal(await httpsGet(mine, fresh, ca), 200);
   // Three requests on one kept-alive connection: one handshake.
   const kept = new https.Agent({ keepAlive: true, maxSockets: 1 });
   t.after(() => kept.destroy());
-  for (let i = 0; i < 3; i++) assert.equal(await httpsGet(stack.url, kept, ca), 200);
+  for (let i = 0; i < 3; i++) assert.equal(await httpsGet(mine, kept, ca), 200);
 
-  // What nginx logged (the access log is flushed within 1 s): first requests of a connection, resumed or not.
-  const logged = () => {
-    const lines = fs.readFileSync(stack.accessLogPath, 'utf8').split('\n').filter(Boolean);
-    return { lines: lines.length, yes: lines.filter((l) => / resumed=r cr=1$/.test(l)).length, no: lines.filter((l) => / resumed=\. cr=1$/.test(l)).length, later: lines.filter((l) => / cr=[2-9]\d*$/.test(l)).length };
-  };
-  let log;
-  let m;
-  await until('mtail to count every handshake nginx logged', async () => {
-    log = logged();
-    m = await scrape(url);
-    const count = (reused) => m.get(`tunekit_nginx_tls_handshakes_total{reused="${reused}"}`) || 0;
-    return log.lines >= 9 && count('yes') === log.yes && count('no') === log.no && m.get('tunekit_nginx_responses_total{status_class="2xx"}') === log.lines;
-  }, 30_000, 200).catch((err) => { throw new Error(`${err.message}: log ${JSON.stringify(log)}`); });
+  // Each nginx worker flushes its log buffer within 1 s: wait for this test's 8 lines
+  // and the readiness probe's, then let mtail read the whole file once.
+  const lines = () => fs.readFileSync(stack.accessLogPath, 'utf8').split('\n').filter(Boolean);
+  await until('nginx to write every request\'s line', () => {
+    const all = lines();
+    return all.filter((l) => l.includes('"GET /tls-count ')).length === 8 && all.length > 8;
+  }, 30_000, 100);
+  const all = lines();
+  const log = { yes: all.filter((l) => / resumed=r cr=1$/.test(l)).length, no: all.filter((l) => / resumed=\. cr=1$/.test(l)).length, later: all.filter((l) => / cr=[2-9]\d*$/.test(l)).length };
+  const r = await runCommand(BIN.mtail, ['-one_shot', '-one_shot_format', 'prometheus', '-emit_prog_label=false', '-progs', METRICS, '-logs', stack.accessLogPath], { timeoutMs: 60_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const count = (series) => Number((r.stdout.split('\n').find((l) => l.startsWith(`${series} `)) || ' 0').split(' ')[1]);
+  assert.equal(count('tunekit_nginx_tls_handshakes_total{reused="yes"}'), log.yes);
+  assert.equal(count('tunekit_nginx_tls_handshakes_total{reused="no"}'), log.no);
+  assert.equal(count('tunekit_nginx_responses_total{status_class="2xx"}'), all.length);
   assert.ok(log.yes >= 1, `a session was resumed: ${JSON.stringify(log)}`);
   assert.ok(log.no >= 1, 'the first connection was a full handshake');
-  assert.ok(log.later >= 2, 'the kept-alive connection\'s later requests are logged, and not counted as handshakes');
-  assert.equal(log.yes + log.no + log.later, log.lines, 'every line is a connection\'s first request or a later one');
-  t.diagnostic(`access log: ${JSON.stringify(log)}; mtail: yes ${m.get('tunekit_nginx_tls_handshakes_total{reused="yes"}')}, no ${m.get('tunekit_nginx_tls_handshakes_total{reused="no"}')}`);
+  assert.equal(log.later, 2, 'the kept-alive connection\'s later requests are logged, and not counted as handshakes');
+  assert.equal(log.yes + log.no + log.later, all.length, 'every line is a connection\'s first request or a later one');
+  t.diagnostic(`access log: ${all.length} lines, ${JSON.stringify(log)}; mtail counted the same`);
 });
 
 /** A process listening on a Unix socket (backlog 5) and on TCP 127.0.0.1 (backlog 7), then stopped: nothing is accepted. */
