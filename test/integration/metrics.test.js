@@ -173,6 +173,35 @@ test('mtail over the stack\'s logs: EACCES and refused connects counted by cause
   t.diagnostic(`nginx logged ${eacces} EACCES and ${refused} refused connects; mtail counted the same; the client got ${client502.n} 502s`);
 });
 
+test('nginx out of worker_connections: mtail counts its "not enough" lines, as many as it wrote; stub_status\'s accepted and handled read alongside', { timeout: 120_000 }, async (t) => {
+  const stack = await startStack({ upstream: 'uds', workers: 1,
+    set: ['tunekit_nginx_worker_processes=1', 'tunekit_nginx_worker_connections=32', 'tunekit_nginx_upstream_keepalive=8'] });
+  stopAfter(t, stack);
+  const status = `http://127.0.0.1:${stack.vars.tunekit_nginx_status_port}${stack.vars.tunekit_nginx_status_path}`;
+  const url = await startMtail(t, stack);
+  // 40 requests at once, each held 500 ms by the app: each holds two of the worker's 32
+  // slots. A client nginx closes sees a reset; one left waiting gives up after 3 s.
+  const outcome = {};
+  await Promise.all(Array.from({ length: 40 }, () => new Promise((resolve) => {
+    const req = http.get(new URL('/?delay_ms=500', stack.url), { agent: false, timeout: 3000 }, (res) => {
+      res.resume();
+      res.on('end', () => { outcome[res.statusCode] = (outcome[res.statusCode] || 0) + 1; resolve(); });
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('no answer in 3 s'), { code: 'timeout' })));
+    req.on('error', (err) => { outcome[err.code] = (outcome[err.code] || 0) + 1; resolve(); });
+  })));
+  const re = /\d+ worker_connections are not enough/;
+  let lines = 0;
+  let counted;
+  await until('mtail to count every "worker_connections are not enough" line', async () => {
+    lines = errorLog(stack).filter((l) => re.test(l)).length;
+    counted = (await scrape(url)).get('tunekit_nginx_worker_connections_exhausted_total');
+    return lines > 0 && counted === lines;
+  }, 30_000, 200).catch((err) => { throw new Error(`${err.message}; nginx wrote ${lines}, mtail counted ${counted}; clients: ${JSON.stringify(outcome)}`); });
+  const stub = /(\d+) (\d+) (\d+)/.exec(await (await fetch(status)).text());
+  t.diagnostic(`clients: ${JSON.stringify(outcome)}; nginx wrote ${lines} "not enough" lines, mtail counted ${counted}; stub_status accepts ${stub[1]} handled ${stub[2]}`);
+});
+
 /** One HTTPS GET through agent (trusting ca): the status code. */
 function httpsGet(url, agent, ca) {
   return new Promise((resolve, reject) => {

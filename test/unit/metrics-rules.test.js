@@ -133,9 +133,10 @@ const ERROR_LINES = [
   `[crit] 7#7: *6 connect() to unix:/run/tunekit-app/app.sock failed (2: No such file or directory) while connecting to upstream, ${UPSTREAM}`,
   `[error] 7#7: *7 upstream timed out (110: Connection timed out) while reading response header from upstream, ${UPSTREAM}`,
   `[error] 7#7: *8 upstream sent too big header while reading response header from upstream, ${UPSTREAM}`,
-  // Not failures: a response spilled to a temp file, an alert without an upstream.
+  // Not upstream failures: a response spilled to a temp file; nginx out of connection slots (counted apart).
   `[warn] 7#7: *9 an upstream response is buffered to a temporary file /var/lib/nginx/proxy/1/00/0000000001 while reading upstream, ${UPSTREAM}`,
   '[warn] 7#7: 32 worker_connections are not enough, reusing connections',
+  `[alert] 7#7: *10 32 worker_connections are not enough while connecting to upstream, ${UPSTREAM}`,
 ].map((l) => `2026/11/27 06:00:00 ${l}`);
 const access = (status, urt, tls, resumed, cr) => `127.0.0.1 - - [27/Nov/2026:06:00:00 +0000] "GET / HTTP/1.1" ${status} 5 "-" "curl/7.88.1" rt=0.002 uct=0.000 urt=${urt} tls=${tls} resumed=${resumed} cr=${cr}`;
 const ACCESS_LINES = [
@@ -163,6 +164,7 @@ test('mtail counts upstream failures by cause, responses by class, handshakes on
   for (const cause of ['closed_early', 'eagain', 'refused', 'eacces', 'enoent', 'timeout', 'other']) {
     assert.equal(value(`tunekit_nginx_upstream_errors_total{cause="${cause}"}`), cause === 'closed_early' ? 2 : 1, cause);
   }
+  assert.equal(value('tunekit_nginx_worker_connections_exhausted_total'), 2);
   assert.equal(value('tunekit_nginx_responses_total{status_class="2xx"}'), 4);
   assert.equal(value('tunekit_nginx_responses_total{status_class="4xx"}'), 1);
   assert.equal(value('tunekit_nginx_responses_total{status_class="5xx"}'), 1);
