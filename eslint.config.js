@@ -27,7 +27,7 @@ module.exports = [
     },
   },
   {
-    files: ['app/**/*.js', 'bin/**/*.js', 'lib/**/*.js', 'loadtest/**/*.js', 'profile/**/*.js', 'examples/**/*.js'],
+    files: ['app/**/*.js', 'bin/**/*.js', 'lib/**/*.js', 'loadtest/**/*.js', 'profile/**/*.js', 'examples/**/*.js', 'metrics/**/*.js'],
     rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }] },
   },
   {

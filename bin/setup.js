@@ -34,7 +34,13 @@ DEBIAN.test = [
   ...DEBIAN.e2e.filter(([bin]) => bin !== '/usr/sbin/nginx'),
   ['/usr/bin/strace', 'strace'],
   ['/usr/bin/chromium', 'chromium'],
-  ['/usr/bin/prometheus', 'prometheus'], // promtool too: the metrics tests
+  // metrics: prometheus (the scrape tests) and promtool (check and test the rules),
+  // mtail, the two exporters.
+  ['/usr/bin/prometheus', 'prometheus'],
+  ['/usr/bin/promtool', 'prometheus'],
+  ['/usr/bin/mtail', 'mtail'],
+  ['/usr/bin/prometheus-nginx-exporter', 'prometheus-nginx-exporter'],
+  ['/usr/bin/prometheus-node-exporter', 'prometheus-node-exporter'],
 ];
 const NEEDS_VENV = new Set(['test', 'e2e', 'ansible']);
 const JOBS = ['demo', 'test', 'bench', 'e2e', 'ansible'];

@@ -194,6 +194,8 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
     `tunekit_nginx_listen_port=${nginxPort}`,
     // The runner's metrics endpoint on a free loopback port (a caller's set may turn it off).
     `tunekit_metrics_listen=tcp:127.0.0.1:${await freePort()}`,
+    // The status listener (tunekit_nginx_status) on a free port too: two stacks never share one.
+    `tunekit_nginx_status_port=${await freePort()}`,
   ];
   if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
   const tlsPort = tls ? await freePort() : null;

@@ -65,6 +65,7 @@ function pairs(clients) {
 
 // Counts of full and resumed handshakes nginx logged since `offset`
 // (`resumed=r` / `resumed=.`; plain lines carry `resumed=-`).
+const RESUMED = / resumed=([r.])(?: |$)/;
 function handshakesSince(file, offset) {
   const out = { full: 0, resumed: 0, lines: 0 };
   let fd;
@@ -86,8 +87,9 @@ function handshakesSince(file, offset) {
       rest = lines.pop();
       for (const l of lines) {
         out.lines++;
-        if (l.endsWith(' resumed=r')) out.resumed++;
-        else if (l.endsWith(' resumed=.')) out.full++;
+        const m = RESUMED.exec(l);
+        if (m && m[1] === 'r') out.resumed++;
+        else if (m) out.full++;
       }
     }
   } finally {

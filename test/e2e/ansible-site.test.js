@@ -125,6 +125,12 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
       assert.equal(await sh(h, `stat -c '%G %a' ${vars.tunekit_socket_dir}`), `${vars.tunekit_socket_group} 750`);
       assert.match(await sh(h, `id -nG ${vars.tunekit_nginx_user}`), new RegExp(`\\b${vars.tunekit_socket_group}\\b`));
 
+      // nginx's stub_status (status.conf) answers the exporter on the host's loopback;
+      // nothing listens on that port on the host's network address.
+      const stub = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
+      assert.match(await sh(h, `curl -s http://127.0.0.1:${stub}`), /^Active connections: \d+\s+server accepts handled requests/);
+      await assert.rejects(ansible.get(h.ip, vars.tunekit_nginx_status_port, vars.tunekit_nginx_status_path), { code: 'ECONNREFUSED' });
+
       // Profiling tools only on request (tunekit_install_profiling_tools, off by default).
       assert.equal(vars.tunekit_install_profiling_tools, false);
       assert.equal(await sh(h, 'command -v perf strace || true'), '', 'perf or strace installed without being asked for');

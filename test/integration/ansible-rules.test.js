@@ -31,3 +31,17 @@ test('the stock profile: the role skips the tuning rules and keeps the safety on
   assert.match(expected[0], /^tunekit_socket_mode=0666 must be 0660/);
   assert.deepEqual(await roleRefusals(t, set), expected);
 });
+
+test('the status listener\'s rules (a non-loopback address, a site port) read the same under Ansible; loopback and an explicit remote pass', async (t) => {
+  const set = { tunekit_nginx_status_address: '192.0.2.10', tunekit_nginx_tls: true, tunekit_nginx_tls_port: 8443, tunekit_nginx_status_port: 8443 };
+  const expected = renderRefusals(set);
+  assert.equal(expected.length, 2, expected.join('\n'));
+  assert.match(expected[0], /^tunekit_nginx_status_address=192\.0\.2\.10 is not a loopback address/);
+  assert.match(expected[1], /^tunekit_nginx_status_port=8443 is one of the site's ports \(tunekit_nginx_listen_port=80, tunekit_nginx_tls_port=8443\)/);
+  assert.deepEqual(await roleRefusals(t, set), expected);
+  for (const ok of [{ tunekit_nginx_status_address: '127.0.0.2' }, { tunekit_nginx_status_address: '::1' },
+    { tunekit_nginx_status_address: '192.0.2.10', tunekit_nginx_status_remote: true }]) {
+    assert.deepEqual(renderRefusals(ok), [], JSON.stringify(ok));
+    assert.deepEqual(await roleRefusals(t, ok), [], JSON.stringify(ok));
+  }
+});

@@ -105,6 +105,7 @@ async function setUp(t) {
       `tunekit_app_module=${path.join(ROOT, 'test/fixtures/faults/hash-app.js')}`,
       'tunekit_nginx_listen_address=127.0.0.1',
       `tunekit_nginx_listen_port=${port}`,
+      `tunekit_nginx_status_port=${await freePort()}`,
       'tunekit_nginx_worker_processes=1',
       // Instance I serves its metrics on this port + I.
       `tunekit_metrics_listen=tcp:127.0.0.1:${metricsPort}`,

@@ -41,7 +41,7 @@ async function renderFor(t, suite, extra = []) {
   const vars = config.resolve({ set: [
     `tunekit_nginx_version=${b.nginx}`, `tunekit_nginx_openssl_version=${b.openssl}`, `tunekit_nginx_http3_module=${b.http3}`,
     'tunekit_nginx_tls=true', 'tunekit_nginx_http3=true', 'tunekit_nginx_listen_address=127.0.0.1',
-    `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`, ...extra] });
+    `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`, `tunekit_nginx_status_port=${await freePort()}`, ...extra] });
   renderer.render(vars, dir, { prefix: true });
   return { dir, tlsPort, vars };
 }

@@ -37,7 +37,7 @@ test('sslyze finds the HTTPS front compliant with Mozilla intermediate; SSLv3, T
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const [plain, https] = [await freePort(), await freePort()];
   const vars = config.resolve({ set: ['tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1',
-    `tunekit_nginx_listen_port=${plain}`, `tunekit_nginx_tls_port=${https}`] });
+    `tunekit_nginx_listen_port=${plain}`, `tunekit_nginx_tls_port=${https}`, `tunekit_nginx_status_port=${await freePort()}`] });
   const { vars: pv } = renderer.render(vars, dir, { prefix: true, layers: ['nginx'] });
   const ca = path.join(path.dirname(pv.tunekit_nginx_tls_certificate), 'ca.pem');
   assert.ok(fs.existsSync(ca), 'the prefixed tree has the throwaway CA');

@@ -86,7 +86,8 @@ for (const suite of SUITES) {
     const dir = tmpdir(t, `tunekit-groups-${suite}-`);
     const [port, tlsPort] = [await freePort(), await freePort()];
     const vars = config.resolve({ set: [`tunekit_nginx_version=${nginx}`, `tunekit_nginx_openssl_version=${openssl}`,
-      'tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1', `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`] });
+      'tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1', `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`,
+      `tunekit_nginx_status_port=${await freePort()}`] });
     renderer.render(vars, dir, { prefix: true });
     const curve = /^ssl_ecdh_curve (.+);$/m.exec(fs.readFileSync(path.join(dir, 'etc/nginx/tunekit/tls.conf'), 'utf8'));
     assert.equal(curve && curve[1], `${hybrid ? 'X25519MLKEM768:' : ''}X25519:prime256v1:secp384r1`, `${suite}: OpenSSL ${openssl}`);

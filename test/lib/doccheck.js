@@ -46,6 +46,7 @@ const EXEMPT = [
   [/^npm run generate$/, 'rewrites the generated files of this tree: test/unit/generate.test.js runs it in a copy of the repository (the --check form is run here)'],
   [/^node bin\/tunekit\.js profile(?! --help)/, 'perf and strace on a live stack under load (or on a deployed unit): test/integration/profile.test.js runs it'],
   [/^apt-get install\b/, 'installs Debian packages on this host'],
+  [/^node \/opt\/tunekit\/metrics\/queue-sampler\.js /, 'the sampler as a host runs it, until stopped, into node_exporter\'s directory: test/integration/metrics.test.js runs it against real sockets, once and in a loop'],
   [/^(alias tunekit=|cd ~\/myapp$|tunekit (run|demo|loadtest) )/, 'the reader\'s own app in its own folder, through the alias: test/integration/demo.test.js runs demo --app ./app.js and loadtest-cli.test.js loadtest --app ./app.js from an app\'s folder; the runner tests run run MODULE'],
 ];
 

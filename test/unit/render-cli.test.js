@@ -73,7 +73,7 @@ test('a good set prints every file it wrote; unknown options and layers are usag
   const out = path.join(tmpdir(t), 'tree');
   const res = tunekit(['render', '--out', out, '--layer', 'nginx', '--layer', 'app', '--set', 'tunekit_upstream_kind=tcp']);
   assert.equal(res.status, 0, res.stderr);
-  assert.match(res.stdout, /wrote 11 files under /);
+  assert.match(res.stdout, /wrote 12 files under /);
   assert.match(res.stdout, /^ {2}etc\/nginx\/nginx\.conf$/m);
   assert.match(res.stdout, /^ {2}etc\/tunekit-app\/app\.json$/m);
   assert.ok(fs.existsSync(path.join(out, 'etc/nginx/tunekit/upstream.conf')));
@@ -126,11 +126,11 @@ test('the steps follow the values and the layers rendered', (t) => {
   assert.match(next, /It serves \/srv\/shop\/app\.js: the user web must be able to read it/);
   assert.doesNotMatch(next, /usermod|nginx -t|sysctl apply/, 'no nginx, no socket group, no sysctl layer: no step for them');
 
-  const nginx = tunekit(['render', '--out', path.join(dir, 'n'), '--layer', 'nginx', '--nginx-version', '1.24.0', '--set', 'tunekit_nginx_listen_port=8080']);
+  const nginx = tunekit(['render', '--out', path.join(dir, 'n'), '--layer', 'nginx', '--nginx-version', '1.24.0', '--set', 'tunekit_nginx_listen_port=8081']);
   assert.equal(nginx.status, 0, nginx.stderr);
   const n = steps(nginx.stdout);
   assert.match(n, /^ {5}nginx -t && systemctl reload nginx$/m, 'no LimitNOFILE drop-in rendered: a reload is enough');
-  assert.match(n, /curl -s http:\/\/127\.0\.0\.1:8080\//);
+  assert.match(n, /curl -s http:\/\/127\.0\.0\.1:8081\//);
   assert.doesNotMatch(n, /systemctl daemon-reload|useradd/);
 });
 

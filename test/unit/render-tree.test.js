@@ -46,6 +46,7 @@ test('the default set writes nginx.conf, its includes and app.json at their host
     'etc/nginx/tunekit/proxy.conf',
     'etc/nginx/tunekit/shared-host.conf',
     'etc/nginx/tunekit/site.conf',
+    'etc/nginx/tunekit/status.conf',
     'etc/nginx/tunekit/temp-paths.conf',
     'etc/nginx/tunekit/upstream.conf',
     'etc/tunekit-app/app.json',
@@ -56,7 +57,7 @@ test('the default set writes nginx.conf, its includes and app.json at their host
   const includes = conf.match(/^\s*include .*$/gm).map((l) => l.trim());
   assert.deepEqual(includes, [
     'include /etc/nginx/modules-enabled/*.conf;',
-    ...['logging', 'temp-paths', 'client', 'connection-upgrade', 'compression', 'upstream', 'site', 'shared-host']
+    ...['logging', 'temp-paths', 'client', 'connection-upgrade', 'compression', 'upstream', 'site', 'status', 'shared-host']
       .map((f) => `include /etc/nginx/tunekit/${f}.conf;`),
   ]);
   assert.deepEqual(read('etc/nginx/tunekit/shared-host.conf').match(/^include .*$/gm),
@@ -175,7 +176,8 @@ test('--prefix moves every path into the tree, runs as the caller and creates ru
   assert.equal(res.vars.tunekit_nginx_user, me);
   for (const rel of listFiles(path.join(dir, 'etc/nginx'))) {
     const text = fs.readFileSync(path.join(dir, 'etc/nginx', rel), 'utf8');
-    const code = text.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
+    // A location's argument is a URI, not a file (status.conf's /stub_status).
+    const code = text.split('\n').filter((l) => !l.trim().startsWith('#') && !/^\s*location\b/.test(l)).join('\n');
     // Every absolute path nginx reads or writes lies inside the tree.
     for (const m of code.matchAll(/(?:^|\s|unix:)(\/[\w./-]+)/g)) {
       assert.ok(m[1].startsWith(dir + '/'), `${rel}: ${m[1]} is outside ${dir}`);

@@ -39,6 +39,8 @@ const BREAK = {
   'http3-tls': { tunekit_nginx_version: '1.26.3', tunekit_nginx_http3_module: true, tunekit_nginx_http3: true },
   'http3-version': { tunekit_nginx_version: '1.22.1', tunekit_nginx_tls: true, tunekit_nginx_http3: true },
   'http3-module': { tunekit_nginx_version: '1.26.3', tunekit_nginx_http3_module: false, tunekit_nginx_tls: true, tunekit_nginx_http3: true },
+  'status-loopback': { tunekit_nginx_status_address: '0.0.0.0' },
+  'status-port': { tunekit_nginx_status_port: 80 },
   'upstream-sticky-key': { tunekit_nginx_upstream_sticky: true, tunekit_upstream_kind: 'per-worker', tunekit_app_workers: 2, tunekit_nginx_upstream_sticky_key: 'client' },
 };
 

@@ -40,7 +40,7 @@ test('handshakes are counted from the access log written since the mark: r resum
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-tlsbench-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const log = path.join(dir, 'access.log');
-  const line = (v) => `127.0.0.1 - - [23/Nov/2026:13:44:31 +0000] "GET / HTTP/1.1" 200 34 "-" "-" rt=0.001 uct=0.000 urt=0.000 tls=TLSv1.3 resumed=${v}\n`;
+  const line = (v) => `127.0.0.1 - - [23/Nov/2026:13:44:31 +0000] "GET / HTTP/1.1" 200 34 "-" "-" rt=0.001 uct=0.000 urt=0.000 tls=TLSv1.3 resumed=${v} cr=1\n`;
   fs.writeFileSync(log, line('.').repeat(5));
   const mark = fs.statSync(log).size;
   fs.appendFileSync(log, line('r').repeat(7) + line('.').repeat(2) + line('-'));
