@@ -11,7 +11,12 @@
 
 const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
+const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
+const { withMeter } = require('./metered');
+
+// The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
+const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
 
 // Every scenario is one entry: what it measures (describe), the stack it runs
 // on — its own (stack: the startStack options; started once) or another
@@ -31,7 +36,7 @@ const SCENARIOS = {
   uds: {
     describe: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
     stack: { upstream: 'uds', profile: 'tuned' },
-    versus: ['stock', 'tcp', 'direct'],
+    versus: ['stock', 'tcp', 'direct', 'metrics-off', 'bare'],
     headline: true,
   },
   // Stickiness (tunekit_nginx_upstream_sticky) over the per-worker sockets. Every
@@ -48,12 +53,19 @@ const SCENARIOS = {
     },
     versus: ['uds'],
   },
-  // Every other stack runs the runner's metrics (on by default); this one turns them
-  // off: `metrics-off/uds` is what the meter costs (no scrapes during the runs).
+  // The runner's stacks run its metrics (on by default), and the bench reads each
+  // one's endpoint before and after every run (metered.js); this one turns them
+  // off: `uds/metrics-off` is what the meter costs.
   'metrics-off': {
     describe: 'as uds, with the runner\'s metrics off (tunekit_metrics=false)',
     stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'] },
-    versus: ['uds'],
+  },
+  // The same nginx, socket, worker count, app module and server timeouts, served
+  // by a plain node:cluster program instead of the runner: `uds/bare` is what the
+  // runner costs per request (its meter, drain bookkeeping, release header).
+  bare: {
+    describe: 'as uds, served by a plain node:cluster program, no runner (ceiling)',
+    stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'], appProgram: BARE_PROGRAM },
   },
   'nginx-static': {
     describe: 'nginx alone, `return 200`, same nginx.conf (ceiling)',
@@ -154,6 +166,13 @@ function ratios(results, scenarios) {
   return out;
 }
 
+// The metrics endpoint to read around a scenario's runs: its own stack's, when
+// that runs the meter (a ceiling on a borrowed stack bypasses the app or drives
+// it directly: not metered).
+function meterUrl(name, stack) {
+  return SCENARIOS[name].stack && stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
+}
+
 // Run the whole bench. `o`: { scenarios, rounds, duration, connections,
 // driver, procs, cpuRate, cpuDuration, warmup, workers, set, varsFiles,
 // timeoutS, progress }.
@@ -195,12 +214,13 @@ async function runBench(o) {
     for (let round = 0; round < o.rounds; round++) {
       for (const name of roundOrder(o.scenarios, round)) {
         progress.start(`round ${round + 1}/${o.rounds} ${name} saturation (${o.driver})`, o.duration);
-        const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
+        const meter = meterUrl(name, stacks[stackOf(name, o.driver)]);
+        const sat = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'saturation', duration: o.duration }));
         progress.done();
         results.push({ round: round + 1, ...sat });
         if (o.cpuRate > 0) {
           progress.start(`round ${round + 1}/${o.rounds} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
-          const paced = await measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration });
+          const paced = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration }));
           progress.done();
           results.push({ round: round + 1, ...paced });
         }
