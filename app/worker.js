@@ -198,8 +198,10 @@ function installDispatcher(srv) {
       return;
     }
     socket[INFLIGHT] += 1;
-    if (meter) metrics.countRequest(meter, req, res);
+    // The meter counts on this listener's close: no listener of its own per request.
+    const connection = meter ? metrics.countRequest(meter, req) : 0;
     res.once('close', () => {
+      if (meter) metrics.countResponse(meter, res.statusCode, connection);
       socket[INFLIGHT] -= 1;
       // A response that began before the drain (an SSE stream the app ended on
       // tunekit:drain) was sent keep-alive: close its connection now it is idle.

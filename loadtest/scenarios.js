@@ -238,4 +238,4 @@ async function runBench(o) {
   return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
 }
 
-module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS };
+module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM };
