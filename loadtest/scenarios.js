@@ -18,11 +18,16 @@ const { withMeter } = require('./metered');
 // The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
 const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
 
+// What the runner, and its meter, may cost per request against the same stack
+// without them: medians over the rounds of uds/metrics-off and uds/bare.
+const COST_TARGET = { reqPerSec: { min: 0.97 }, cpuUsPerReq: { max: 1.03 } };
+
 // Every scenario is one entry: what it measures (describe), the stack it runs
 // on — its own (stack: the startStack options; started once) or another
 // scenario's (on: a function of the driver) — how it is driven (target; default
 // through nginx), and the scenarios it is compared with (versus: a ratio
-// this/that per round; the headline scenario's ratios lead the report).
+// this/that per round; the headline scenario's ratios lead the report; targets:
+// the bounds some of those ratios are held to, printed with the report).
 const SCENARIOS = {
   stock: {
     describe: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
@@ -37,6 +42,7 @@ const SCENARIOS = {
     describe: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
     stack: { upstream: 'uds', profile: 'tuned' },
     versus: ['stock', 'tcp', 'direct', 'metrics-off', 'bare'],
+    targets: { 'metrics-off': COST_TARGET, bare: COST_TARGET },
     headline: true,
   },
   // Stickiness (tunekit_nginx_upstream_sticky) over the per-worker sockets. Every
@@ -82,7 +88,7 @@ const SCENARIOS = {
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
 // The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
-  .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b]));
+  .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b, (s.targets || {})[b] || null]));
 
 /** The stack a scenario runs on: its own, or the one it borrows for this driver. */
 function stackOf(name, driver) {
@@ -139,7 +145,7 @@ function summarise(results, scenarios) {
 // p50/p99, summarised as median (min–max) over rounds.
 function ratios(results, scenarios) {
   const out = [];
-  for (const [a, b] of RATIOS) {
+  for (const [a, b, target] of RATIOS) {
     if (!scenarios.includes(a) || !scenarios.includes(b)) continue;
     const per = (mode, path) => {
       const vals = [];
@@ -161,6 +167,7 @@ function ratios(results, scenarios) {
       p99: per('saturation', 'latencyUs.p99'),
       p50AtRate: per('paced', 'latencyUs.p50'),
       p99AtRate: per('paced', 'latencyUs.p99'),
+      ...(target && { target }),
     });
   }
   return out;
@@ -238,4 +245,4 @@ async function runBench(o) {
   return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
 }
 
-module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM };
+module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET };
