@@ -34,10 +34,10 @@ const SERVED = Symbol('tunekit.metrics.served');
 function createMeter() {
   const monitor = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   monitor.enable();
-  const requests = {};
-  for (const c of CLASSES) for (const k of CONNECTIONS) requests[`${c}|${k}`] = 0;
   return {
-    requests,
+    // Flat counts, index classIndex * 2 + (reused ? 1 : 0): a request costs two
+    // integer updates, no string and no object (sample() names them).
+    requests: new Array(CLASSES.length * CONNECTIONS.length).fill(0),
     accepted: 0,
     active: 0,
     delay: { counts: DELAY_BUCKETS.map(() => 0), sum: 0, count: 0 },
@@ -53,20 +53,25 @@ function countConnection(meter, socket) {
   socket.once('close', () => { meter.active -= 1; });
 }
 
-function classOf(status) {
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+/** CLASSES index of a status: 2xx..5xx, else other. */
+function classIndex(status) {
+  return status >= 200 && status < 600 ? ((status / 100) | 0) - 2 : 4;
 }
 
 /**
- * A request the worker handles: on a connection that carried one before
- * (reused: the upstream keep-alive pool at work) or on a fresh one; counted by
- * its status class when its response ends.
+ * A request the worker handles starts: on a connection that carried one before
+ * (reused: the upstream keep-alive pool at work) or on a fresh one. Returns the
+ * connection's index (0 new, 1 reused) for countResponse.
  */
-function countRequest(meter, req, res) {
-  const socket = req.socket;
-  const connection = socket[SERVED] > 0 ? 'reused' : 'new';
-  socket[SERVED] = (socket[SERVED] || 0) + 1;
-  res.once('close', () => { meter.requests[`${classOf(res.statusCode)}|${connection}`] += 1; });
+function countRequest(meter, req) {
+  const served = req.socket[SERVED] || 0;
+  req.socket[SERVED] = served + 1;
+  return served > 0 ? 1 : 0;
+}
+
+/** Its response ended (the caller's close listener): counted by status class. */
+function countResponse(meter, status, connection) {
+  meter.requests[classIndex(status) * 2 + connection] += 1;
 }
 
 /** How many of the histogram's values are <= ns (the largest percentile at or below it). */
@@ -117,7 +122,7 @@ function sample(meter, info) {
   foldDelay(meter);
   const mem = process.memoryUsage();
   return {
-    requests: { ...meter.requests },
+    requests: Object.fromEntries(CLASSES.flatMap((c, i) => CONNECTIONS.map((k, j) => [`${c}|${k}`, meter.requests[i * 2 + j]]))),
     accepted: meter.accepted,
     active: meter.active,
     delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
@@ -230,5 +235,5 @@ function render({ workers, primary = null }) {
 
 module.exports = {
   CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CONTENT_TYPE,
-  createMeter, countConnection, countRequest, sample, infoOf, createPrimaryCounters, countEvent, render,
+  createMeter, countConnection, countRequest, countResponse, sample, infoOf, createPrimaryCounters, countEvent, render,
 };

@@ -27,7 +27,11 @@ async function metered(t, statuses) {
     res.end('x');
   });
   srv.on('connection', (socket) => metrics.countConnection(meter, socket));
-  srv.on('request', (req, res) => metrics.countRequest(meter, req, res));
+  // As the worker's dispatcher does: counted at the start, the class at its close.
+  srv.on('request', (req, res) => {
+    const connection = metrics.countRequest(meter, req);
+    res.once('close', () => metrics.countResponse(meter, res.statusCode, connection));
+  });
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   t.after(() => srv.close());
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
