@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const autocannon = require('autocannon');
 const { startStack } = require('../../lib/stack');
-const { freePort } = require('../../lib/proc');
+const { freePort, signal } = require('../../lib/proc');
 const { stopAfter } = require('../faults/stack');
 const { runCommand } = require('../lib/util');
 const { ROOT } = require('../../lib/template');
@@ -70,4 +70,13 @@ test('status reads the stack as Prometheus would: one row per worker, the load\'
   const noNginx = await status(stack, ['--status', `http://127.0.0.1:${port}/stub_status`]);
   assert.equal(noNginx.code, 1);
   assert.match(noNginx.stderr, /^tunekit status: nginx's stub_status .* is down \(ECONNREFUSED\): it is tunekit_nginx_status_address\/_port\/_path/);
+
+  // The runner stopped (its primary drains and exits): the endpoint app.json names is down.
+  const primary = stack.pids().app[0];
+  signal(primary, 'SIGTERM');
+  await stack.appExited;
+  const stopped = await status(stack);
+  assert.equal(stopped.code, 1);
+  assert.equal(stopped.stderr.split('\n').length, 2, stopped.stderr);
+  assert.match(stopped.stderr, new RegExp(`^tunekit status: the app's metrics endpoint ${stack.metrics[0].url.replace(/\./g, '\\.')} is down \\(ECONNREFUSED\\)`));
 });
