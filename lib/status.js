@@ -25,7 +25,8 @@ const { KitError } = require('./errors');
 
 const TIMEOUT_MS = 3000;
 const DEFAULT_MTAIL = 'http://127.0.0.1:3903/metrics';
-// PM2 instances are probed upward from the base port until one does not answer.
+// PM2 instances are probed upward from the base port until one does not answer
+// with the runner's series.
 const MAX_INSTANCES = 64;
 
 // The causes of metrics/nginx.mtail, in its order (first match wins); a unit
@@ -227,8 +228,15 @@ async function scrapeApp(where) {
   for (let i = 0; i < MAX_INSTANCES; i++) {
     const url = metricsUrl(where.metricsBase, i);
     const body = await get(url).catch((err) => { if (i === 0) throw down(url, err); return null; });
-    if (body === null) break;
-    samples.push(...parseExposition(body));
+    // The next port answering with something other than the runner's series is not an instance.
+    let mine = null;
+    try {
+      mine = body === null ? null : parseExposition(body);
+    } catch {
+      mine = null;
+    }
+    if (!mine || !mine.some((x) => x.name === 'tunekit_app_info')) break;
+    samples.push(...mine);
   }
   return samples;
 }
