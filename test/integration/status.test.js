@@ -7,20 +7,23 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
 const autocannon = require('autocannon');
 const { startStack } = require('../../lib/stack');
 const { freePort, signal } = require('../../lib/proc');
 const { stopAfter } = require('../faults/stack');
-const { runCommand } = require('../lib/util');
+const { runCommand, until } = require('../lib/util');
 const { ROOT } = require('../../lib/template');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 const REQUESTS = 2000;
+// mtail's address for these runs: a free port, so the error log is what is counted.
+let noMtail = null;
 
 async function status(stack, extra = []) {
   const args = [CLI, 'status', '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'),
-    '--app-config', stack.vars.tunekit_app_config_path, ...extra];
+    '--app-config', stack.vars.tunekit_app_config_path, '--mtail', `http://127.0.0.1:${noMtail}/metrics`, ...extra];
   return runCommand(process.execPath, args, { timeoutMs: 60_000 });
 }
 
@@ -31,6 +34,7 @@ async function statusJson(stack) {
 }
 
 test('status reads the stack as Prometheus would: one row per worker, the load\'s requests, nginx, the queue; down is one line', { timeout: 180_000 }, async (t) => {
+  noMtail = await freePort();
   const stack = await startStack({ upstream: 'uds', workers: 2 });
   stopAfter(t, stack);
   const before = await statusJson(stack);
@@ -61,6 +65,23 @@ test('status reads the stack as Prometheus would: one row per worker, the load\'
 
   const watched = await status(stack, ['--json', '--watch', '1', '--count', '2']);
   assert.equal(watched.stdout.trim().split('\n').length, 2, 'two readings, then it stops by itself');
+
+  // Workers killed under a request: nginx logs the failed attempt (the connection closed
+  // under it), status counts it from the error log (no mtail here) and the runner's replacements.
+  // (GET is idempotent: nginx may pass it on to a replacement, so its answer is not asserted.)
+  const slow = http.get(new URL('/?delay_ms=20000', stack.url), { agent: false }, (res) => res.resume()).on('error', () => {});
+  t.after(() => slow.destroy());
+  // stub_status's writing counts its own request: above 1, the slow one is with the app.
+  await until('the slow request to be with the app', async () => (await statusJson(stack)).nginx.writing >= 2);
+  const killed = after.workers.filter((w) => w.worker !== 'spare').map((w) => w.pid);
+  for (const pid of killed) signal(pid, 'SIGKILL');
+  const replaced = await until('the runner to replace the killed workers', async () => {
+    const d = await statusJson(stack);
+    return d.app.restarts >= killed.length && d.workers.every((w) => !killed.includes(w.pid)) && d;
+  });
+  assert.ok(replaced.upstreamErrors.byCause.closed_early >= 1, JSON.stringify(replaced.upstreamErrors));
+  assert.match(replaced.upstreamErrors.source, /the last 5 min \(mtail does not answer/);
+  slow.destroy();
 
   const port = await freePort();
   const down = await status(stack, ['--metrics', `http://127.0.0.1:${port}/metrics`]);
