@@ -9,6 +9,7 @@
 
 const { inputFile, wholeNumber } = require('../../lib/args');
 const command = require('../../lib/command');
+const { UsageError } = require('../../lib/errors');
 const status = require('../../lib/status');
 const { DEFAULT_APP_CONFIG, DEFAULT_NGINX_CONF } = require('../../lib/doctor');
 
@@ -44,6 +45,7 @@ async function main(argv) {
   if (command.printedHelp(COMMAND, opts)) return 0;
   const minutes = wholeNumber('minutes', opts.minutes, 1, 1440);
   const every = opts.watch === undefined ? null : wholeNumber('watch', opts.watch, 1, 3600);
+  if (opts.count !== undefined && every === null) throw new UsageError('--count N goes with --watch S (how many readings, S seconds apart)');
   const count = opts.count === undefined ? (every ? Infinity : 1) : wholeNumber('count', opts.count, 1, 100000);
   if (opts['app-config']) inputFile('app-config', opts['app-config']);
   if (opts['nginx-conf']) inputFile('nginx-conf', opts['nginx-conf']);

@@ -102,3 +102,14 @@ test('the table: the headers, one row per worker, nginx, the queue and the sourc
   assert.match(text, /^queue {3}\/run\/a.sock 1\/4096 /m);
   assert.match(text, /^errors .*eagain 4 \(mtail\)$/m);
 });
+
+test('the command line: --count without --watch, and a --watch of 0, are one line each, exit 2', () => {
+  const { spawnSync } = require('node:child_process');
+  const cli = (...a) => spawnSync(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'status', ...a], { encoding: 'utf8' });
+  const c = cli('--count', '2');
+  assert.equal(c.status, 2);
+  assert.equal(c.stderr, 'tunekit: --count N goes with --watch S (how many readings, S seconds apart)\n');
+  const w = cli('--watch', '0');
+  assert.equal(w.status, 2);
+  assert.match(w.stderr, /^tunekit: --watch 0: expected a whole number from 1 to 3600\n$/);
+});
