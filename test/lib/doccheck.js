@@ -40,6 +40,7 @@ const EXEMPT = [
   [/^node bin\/tunekit\.js render --out \/tmp\/host --vars my\.yml/, 'renders the vars file the reader wrote in the previous step; the same render with a vars file is run from nginx/README.md'],
   [/^node bin\/tunekit\.js (doctor|sysctl apply \/etc\/)/, 'reads or changes this host\'s live nginx/sysctl: doctor is run against live stacks by test/integration/doctor.test.js, sysctl apply by test/integration/sysctl*.test.js'],
   [/^node bin\/tunekit\.js (reload|logs)\b(?! --help)/, 'acts on the app running on this host (a rolling restart, its log): test/integration/app-reload-logs.test.js runs both against a runner it starts, host-pm2.test.js under PM2, test/e2e/host-systemd.test.js under systemd'],
+  [/^node bin\/tunekit\.js status\b(?! --help)/, 'reads the endpoints of the stack running on this host: test/integration/status.test.js runs it against a stack it starts'],
   [/^node bin\/tunekit\.js demo --keep\b/, 'leaves a stack running: test/integration/demo.test.js runs it, then the doctor and stop commands it prints'],
   [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: npm run generate writes it, test/unit/generate.test.js checks it is current'],
   [/^npm run setup:ansible\b/, 'installs Python packages from PyPI into .venv'],
