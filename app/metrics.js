@@ -94,22 +94,34 @@ function foldDelay(meter) {
   h.reset();
 }
 
-function openFds() {
-  try {
-    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
-  } catch {
-    return null; // no procfs: not reported
-  }
-}
+// The last soft limit read: at the limit itself, reading /proc needs a descriptor
+// the worker has not got (EMFILE), and that is when the numbers matter most.
+let lastMaxFds = null;
 
-/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen). */
+/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen); at the limit, the last one read. */
 function maxFds() {
   try {
     const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
-    return m && m[1] !== 'unlimited' ? Number(m[1]) : null;
-  } catch {
-    return null;
+    lastMaxFds = m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+    return lastMaxFds;
+  } catch (err) {
+    return err.code === 'EMFILE' ? lastMaxFds : null;
   }
+}
+
+/** Open descriptors now; out of them (EMFILE) means every one of the soft limit is open. */
+function openFds(limit) {
+  try {
+    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
+  } catch (err) {
+    return err.code === 'EMFILE' ? limit : null; // no procfs: not reported
+  }
+}
+
+/** openFds and maxFds of this worker now. */
+function fds() {
+  const max = maxFds();
+  return { openFds: openFds(max), maxFds: max };
 }
 
 /** This worker's numbers now, as JSON; `info`: the values in force. */
@@ -123,8 +135,7 @@ function sample(meter, info) {
     delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
     rss: mem.rss,
     heapUsed: mem.heapUsed,
-    openFds: openFds(),
-    maxFds: maxFds(),
+    ...fds(),
     info,
   };
 }
