@@ -15,6 +15,7 @@
 
 const fs = require('node:fs');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
+const v8 = require('node:v8');
 
 const CLASSES = ['2xx', '3xx', '4xx', '5xx', 'other'];
 const CONNECTIONS = ['new', 'reused'];
@@ -124,10 +125,23 @@ function fds() {
   return { openFds: openFds(max), maxFds: max };
 }
 
+/**
+ * rss and heapUsed now. process.memoryUsage() reads /proc/self/stat for the rss and
+ * throws at the open-files limit (EMFILE, uv_resident_set_memory): a scrape then
+ * would kill the worker. There the rss is left out and the heap read from V8.
+ */
+function memory() {
+  try {
+    return process.memoryUsage();
+  } catch {
+    return { rss: null, heapUsed: v8.getHeapStatistics().used_heap_size };
+  }
+}
+
 /** This worker's numbers now, as JSON; `info`: the values in force. */
 function sample(meter, info) {
   foldDelay(meter);
-  const mem = process.memoryUsage();
+  const mem = memory();
   return {
     requests: { ...meter.requests },
     accepted: meter.accepted,
@@ -204,7 +218,7 @@ const WORKER_FAMILIES = [
       ['_sum', {}, w.delay.sum],
       ['_count', {}, w.delay.count],
     ]],
-  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => [['', {}, w.rss]]],
+  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => (w.rss == null ? [] : [['', {}, w.rss]])],
   ['nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use in the worker.', (w) => [['', {}, w.heapUsed]]],
   ['process_open_fds', 'gauge', 'Open file descriptors of the worker.', (w) => (w.openFds == null ? [] : [['', {}, w.openFds]])],
   ['process_max_fds', 'gauge', 'The worker\'s soft limit on open file descriptors (RLIMIT_NOFILE).', (w) => (w.maxFds == null ? [] : [['', {}, w.maxFds]])],

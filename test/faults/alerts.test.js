@@ -221,7 +221,8 @@ test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and Tune
   const stack = await startStack({ upstream: 'uds', workers: 1 });
   stopAfter(t, stack);
   const { prom } = await observe(t, stack);
-  for (const pid of stack.pids().app.slice(1)) {
+  const children = stack.pids().app.slice(1);
+  for (const pid of children) {
     const room = fs.readdirSync(`/proc/${pid}/fd`).length + 8;
     const [soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
     lowered.push({ pid, was: `${soft}:${hard}` });
@@ -230,6 +231,8 @@ test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and Tune
   }
   await expectAlerts(t, prom, ['TunekitWorkerNearFileLimit', 'TunekitKeepaliveRace'], [],
     () => burst(`${stack.url}?delay_ms=500`, 40));
+  // Prometheus's scrapes of a worker at its limit did not kill it.
+  assert.deepEqual(stack.pids().app.slice(1), children, 'the app workers are the same processes');
 });
 
 test('inverted keep-alive timeouts (app 1 s under nginx\'s): TunekitDriftKeepaliveRace fires', { timeout: 180_000 }, async (t) => {
