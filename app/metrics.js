@@ -15,6 +15,7 @@
 
 const fs = require('node:fs');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
+const v8 = require('node:v8');
 
 const CLASSES = ['2xx', '3xx', '4xx', '5xx', 'other'];
 const CONNECTIONS = ['new', 'reused'];
@@ -99,28 +100,53 @@ function foldDelay(meter) {
   h.reset();
 }
 
-function openFds() {
-  try {
-    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
-  } catch {
-    return null; // no procfs: not reported
-  }
-}
+// The last soft limit read: at the limit itself, reading /proc needs a descriptor
+// the worker has not got (EMFILE), and that is when the numbers matter most.
+let lastMaxFds = null;
 
-/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen). */
+/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen); at the limit, the last one read. */
 function maxFds() {
   try {
     const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
-    return m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+    lastMaxFds = m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+    return lastMaxFds;
+  } catch (err) {
+    return err.code === 'EMFILE' ? lastMaxFds : null;
+  }
+}
+
+/** Open descriptors now; out of them (EMFILE) means every one of the soft limit is open. */
+function openFds(limit) {
+  try {
+    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
+  } catch (err) {
+    return err.code === 'EMFILE' ? limit : null; // no procfs: not reported
+  }
+}
+
+/** openFds and maxFds of this worker now. */
+function fds() {
+  const max = maxFds();
+  return { openFds: openFds(max), maxFds: max };
+}
+
+/**
+ * rss and heapUsed now. process.memoryUsage() reads /proc/self/stat for the rss and
+ * throws at the open-files limit (EMFILE, uv_resident_set_memory): a scrape then
+ * would kill the worker. There the rss is left out and the heap read from V8.
+ */
+function memory() {
+  try {
+    return process.memoryUsage();
   } catch {
-    return null;
+    return { rss: null, heapUsed: v8.getHeapStatistics().used_heap_size };
   }
 }
 
 /** This worker's numbers now, as JSON; `info`: the values in force. */
 function sample(meter, info) {
   foldDelay(meter);
-  const mem = process.memoryUsage();
+  const mem = memory();
   return {
     requests: Object.fromEntries(CLASSES.flatMap((c, i) => CONNECTIONS.map((k, j) => [`${c}|${k}`, meter.requests[i * 2 + j]]))),
     accepted: meter.accepted,
@@ -128,8 +154,7 @@ function sample(meter, info) {
     delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
     rss: mem.rss,
     heapUsed: mem.heapUsed,
-    openFds: openFds(),
-    maxFds: maxFds(),
+    ...fds(),
     info,
   };
 }
@@ -198,7 +223,7 @@ const WORKER_FAMILIES = [
       ['_sum', {}, w.delay.sum],
       ['_count', {}, w.delay.count],
     ]],
-  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => [['', {}, w.rss]]],
+  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => (w.rss == null ? [] : [['', {}, w.rss]])],
   ['nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use in the worker.', (w) => [['', {}, w.heapUsed]]],
   ['process_open_fds', 'gauge', 'Open file descriptors of the worker.', (w) => (w.openFds == null ? [] : [['', {}, w.openFds]])],
   ['process_max_fds', 'gauge', 'The worker\'s soft limit on open file descriptors (RLIMIT_NOFILE).', (w) => (w.maxFds == null ? [] : [['', {}, w.maxFds]])],
