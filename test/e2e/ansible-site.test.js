@@ -64,7 +64,7 @@ function leftovers(h) {
   return found;
 }
 
-test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, async (t) => {
+test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
     await stopHosts(hosts);

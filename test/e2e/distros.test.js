@@ -159,7 +159,7 @@ const MATRIX = [
   },
 ];
 
-test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
+test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 45 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
   const hosts = {};
   let runner;
   let passed = false;

@@ -112,7 +112,7 @@ function assertNoLoss(t, label, result) {
   assert.equal(result.non2xx, 0, `${label}: no non-2xx (nginx 502) ${JSON.stringify(result.statuses)}`);
 }
 
-test('the hardened unit on a booted systemd host: owner, mode, limits, reload and socket-activated restart under load', { skip, timeout: 900000 }, async (t) => {
+test('the hardened unit on a booted systemd host: owner, mode, limits, reload and socket-activated restart under load', { skip, timeout: 30 * 60 * 1000 }, async (t) => {
   const hosts = await nspawn.bootHosts(1, { name: 'tkhost' });
   t.after(() => nspawn.stopHosts(hosts));
   const [host] = hosts;
