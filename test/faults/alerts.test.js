@@ -25,13 +25,13 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const YAML = require('yaml');
 const { startStack } = require('../../lib/stack');
 const { freePort, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
-const { stopAfter, startHashStack } = require('./stack');
+const { stopAfter, startHashStack, nofileLowering } = require('./stack');
 
 const ROOT = path.resolve(__dirname, '../..');
 const RULES = path.join(ROOT, 'metrics/tunekit.rules.yml');
@@ -219,19 +219,12 @@ test('accept queue full (workers stopped, backlog 2): TunekitAcceptQueueOverflow
 });
 
 test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and TunekitKeepaliveRace (resets) fire', { timeout: 180_000 }, async (t) => {
-  const lowered = [];
-  t.after(() => { for (const { pid, was } of lowered) spawnSync('prlimit', ['--pid', String(pid), `--nofile=${was}`]); });
+  const lower = nofileLowering(t);
   const stack = await startStack({ upstream: 'uds', workers: 1 });
   stopAfter(t, stack);
   const { prom } = await observe(t, stack);
   const children = stack.pids().app.slice(1);
-  for (const pid of children) {
-    const room = fs.readdirSync(`/proc/${pid}/fd`).length + 8;
-    const [soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
-    lowered.push({ pid, was: `${soft}:${hard}` });
-    const r = spawnSync('prlimit', ['--pid', String(pid), `--nofile=${room}:${room}`], { encoding: 'utf8' });
-    assert.equal(r.status, 0, `prlimit --pid ${pid}: ${r.stderr}`);
-  }
+  lower(children);
   await expectAlerts(t, prom, ['TunekitWorkerNearFileLimit', 'TunekitKeepaliveRace'], [],
     () => burst(`${stack.url}?delay_ms=500`, 40));
   // Prometheus's scrapes of a worker at its limit did not kill it.
