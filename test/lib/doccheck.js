@@ -34,6 +34,7 @@ const EXEMPT = [
   [/^systemd-analyze\b|^cat \/proc\/\$\(systemctl\b/, 'needs the units installed and systemd booted: test/e2e runs them in booted containers'],
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
   [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: test/integration/runner-user.test.js runs the no-root lines as the user nobody, the other runner tests the rest'],
+  [/^node loadtest\/bare-cluster\.js\b/, 'a cluster that serves until stopped, started by lib/stack.js for the bench\'s bare scenario: test/integration/loadtest-bench.test.js starts it, serves through it and stops it'],
   [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
   [/^node loadtest\/handshakes\.js(?! --help)/, 'minutes of full TLS handshakes against the local nginx and each root filesystem\'s: test/integration/handshakes.test.js runs one short round; --help is run'],
   [/^node --test\b/, 'a test file: the suite runs it'],
