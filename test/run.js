@@ -135,7 +135,7 @@ async function main(argv) {
   }
   const text = `${report.join('\n\n')}\n\nall lanes: ${((Date.now() - started) / 1000).toFixed(1)} s wall\n`;
   fs.writeFileSync(DURATIONS, text);
-  process.stdout.write(`# seconds per test file (sum of its top-level tests), in ${path.relative(ROOT, DURATIONS)}:\n${text.replace(/^/gm, '# ')}`);
+  process.stdout.write(`# seconds per test file (sum of its top-level tests), in ${path.relative(ROOT, DURATIONS)}:\n${text.trimEnd().replace(/^/gm, '# ')}\n`);
   // One closing line over every lane (each lane's TAP ends with its own counts).
   const failed = total.fail + total.cancelled;
   process.stdout.write(`tests: ${total.pass} passed, ${failed} failed, ${total.skipped} skipped\n`);
