@@ -127,8 +127,8 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
 
       // nginx's stub_status (status.conf) answers the exporter on the host's loopback;
       // nothing listens on that port on the host's network address.
-      const stub = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
-      assert.match(await sh(h, `curl -s http://127.0.0.1:${stub}`), /^Active connections: \d+\s+server accepts handled requests/);
+      const statusUrl = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
+      assert.match(await sh(h, `curl -s http://127.0.0.1:${statusUrl}`), /^Active connections: \d+\s+server accepts handled requests/);
       await assert.rejects(ansible.get(h.ip, vars.tunekit_nginx_status_port, vars.tunekit_nginx_status_path), { code: 'ECONNREFUSED' });
 
       // Profiling tools only on request (tunekit_install_profiling_tools, off by default).
