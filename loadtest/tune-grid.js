@@ -18,10 +18,12 @@ const { cores } = require('./cpu');
 const { createProgress } = require('./progress');
 
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
-                                  [--top N] [--rounds N] [--limit N] [--json FILE]
+                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--json FILE]
 Every rules-passing combination of the tuner's ladders, measured once at saturation
 (req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
---limit N measures only the first N combinations (a quick check of the script).`;
+--also adds the values of vars files (e.g. tune's recommendations) to those rounds, so
+each is measured side by side with the grid's best. --limit N measures only the first
+N combinations (a quick check of the script).`;
 
 function options(argv) {
   const { values: v } = parseArgs({
@@ -29,7 +31,7 @@ function options(argv) {
     options: {
       vary: { type: 'string' }, from: { type: 'string' }, duration: { type: 'string', default: '5' },
       connections: { type: 'string', default: '50' }, top: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' },
-      limit: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      limit: { type: 'string' }, also: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     },
   });
   if (v.help) return null;
@@ -42,6 +44,7 @@ function options(argv) {
   return {
     objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
     limit: v.limit === undefined ? Infinity : n('limit'), json: v.json || null, from: v.from || null,
+    also: v.also ? v.also.split(',').map((x) => x.trim()).filter(Boolean) : [],
     vary: v.vary ? v.vary.split(',').map((x) => x.trim()) : null, cores: c, procs: Math.min(2, c), paths: null,
   };
 }
@@ -91,16 +94,35 @@ async function main(argv) {
   const all = T.grid(o.start, o.cores, o.vary);
   const passing = all.filter((v) => refusals(v, o.from).length === 0);
   const points = passing.slice(0, o.limit);
+  // Read before hours of load, so a wrong path fails now: each file over the kit's
+  // defaults (not over --from), as `render --vars FILE` reads it.
+  const also = o.also.map((file) => ({ file, values: startValues(file) }));
+  for (const a of also) {
+    const refused = refusals(a.values, null);
+    if (refused.length) throw new Error(`--also ${a.file}: the kit refuses these values (${refused[0]}); give a vars file render takes`);
+  }
   const io = realIo(o);
   try {
     const runs = await measureAll(points, io, o);
-    const top = await confirmTop([...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top), io, o);
+    const best = [...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top);
+    const extra = also.map((a) => ({ values: a.values, label: `${a.file}: ${T.labelOf(a.values, o.start)}`, file: a.file }));
+    const top = await confirmTop([...best, ...extra], io, o);
     const doc = { kind: 'tune-grid', createdAt: new Date().toISOString(), command: `node loadtest/tune-grid.js ${argv.join(' ')}`.trim(),
       cores: o.cores, points: all.length, refused: all.length - passing.length,
-      measured: runs.length, runs, top, best: top[0] ? { label: top[0].label, values: top[0].values, reqPerSec: top[0].reqPerSec } : null };
+      measured: runs.length, runs, top, best: null, also: [] };
+    // The grid's best is a grid point; a vars file of --also is judged against it,
+    // round by round (the ratio of the two runs of the same round).
+    const gridBest = top.find((t) => !t.file);
+    if (gridBest) doc.best = { label: gridBest.label, values: gridBest.values, reqPerSec: gridBest.reqPerSec };
+    doc.also = top.filter((t) => t.file).map((t) => ({ file: t.file, label: t.label, reqPerSec: t.reqPerSec,
+      ratioToBest: gridBest ? spread(t.rounds.map((x, i) => x / gridBest.rounds[i])) : null }));
     if (o.json) fs.writeFileSync(o.json, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(`grid: ${all.length} combinations, ${runs.length} measured (rules-passing${Number.isFinite(o.limit) ? `, first ${o.limit}` : ''})`);
     for (const t of top) console.log(`  ${t.label}: ${Math.round(t.reqPerSec.median)} req/s (${Math.round(t.reqPerSec.min)}–${Math.round(t.reqPerSec.max)}) over ${t.reqPerSec.n} rounds`);
+    for (const a of doc.also.filter((x) => x.ratioToBest)) {
+      const r = a.ratioToBest;
+      console.log(`  ${a.file} over the grid's best, per round: median ${r.median.toFixed(2)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`);
+    }
   } finally {
     await io.closeAll();
   }
