@@ -293,7 +293,9 @@ async function step(dim, inc, cands, st, io, o) {
     challengers: cands.map((c) => ({ value: c.value, label: entry(st, c.values, o.start).label, verdict: c.verdict || null })),
     kept: best ? best.entry.label : inc.entry.label, changed: Boolean(best),
   });
-  for (const a of challengers) if (a !== best) await io.close(a.arm);
+  // The winner's stack stays open: it is the next step's incumbent (`best` is a copy
+  // of its arm's record, so the stack is what identifies it).
+  for (const a of challengers) if (!best || a.arm !== best.arm) await io.close(a.arm);
   return best && { ...best, value: cands.find((c) => c.values === best.values).value, dir: cands.find((c) => c.values === best.values).dir };
 }
 

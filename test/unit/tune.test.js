@@ -63,6 +63,8 @@ function fakeIo({ rps = trueRps, noise = [0.01, -0.01, 0.005, -0.005], others = 
       return arm;
     },
     async measure(arm) {
+      // A closed stack refuses every connection (the real io measures 0 req/s then).
+      if (!live.has(arm)) throw new Error(`measured ${T.labelOf(arm.values, o.start)} after its stack was closed`);
       clock += (o.durationS + 1) * 1000;
       const value = rps(arm.values, clock) * (1 + noise[n % noise.length]);
       const share = others(n);
