@@ -98,6 +98,13 @@ async function stopDir(dir, { appPid = null, nginxPid = null, drainMs = 15000 } 
   let clean = await waitGone(all, drainMs);
   if (!clean) {
     for (const pid of all) if (alive(pid)) signal(pid, 'SIGKILL');
+    // And whatever else their process groups hold (a worker nginx or the runner
+    // started after the list above was read).
+    for (const pid of [nginx, app].filter(Boolean)) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch { /* no such group: gone */ }
+    }
     clean = await waitGone(all, 5000);
   }
   fs.rmSync(dir, { recursive: true, force: true });
@@ -208,6 +215,24 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
   return { hostVars, kind, nginxPort, tlsPort };
 }
 
+// Ctrl-C or SIGTERM ends a process without its 'exit' handlers, so the stacks it
+// started would outlive it (nginx and the app on a temp dir no one removes). Once a
+// stack is armed, a command that does not handle these signals itself (demo and
+// profile do, and stop their stack gracefully) exits 130/143 on them instead, which
+// runs each armed stack's exit handler.
+let signalNet = false;
+function armSignalNet() {
+  if (signalNet) return;
+  signalNet = true;
+  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+    process.on(sig, () => {
+      if (process.listenerCount(sig) > 1) return;
+      process.stderr.write(`\n${sig}: stopping the local stacks this command started (nginx and the app), then leaving\n`);
+      process.exit(code);
+    });
+  }
+}
+
 /**
  * stop() for a stack in dir whose processes are procs.app / procs.nginx once
  * spawned; unless detached, the stack is also killed if this process exits
@@ -216,23 +241,35 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
 function stopper(dir, procs, detached) {
   let stopped = null;
   const onExit = () => {
-    // This process is going away without stop(): leave nothing running.
+    // This process is going away without stop(), or in the middle of it: leave
+    // nothing running. nginx and the runner lead process groups of their own
+    // (spawned detached), so their workers go too, even one whose parent is gone.
     for (const pid of [procs.nginx && procs.nginx.pid, procs.app && procs.app.pid]) {
       if (!pid) continue;
-      for (const k of childrenOf(pid)) signal(k, 'SIGKILL');
-      signal(pid, 'SIGKILL');
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        for (const k of childrenOf(pid)) signal(k, 'SIGKILL');
+        signal(pid, 'SIGKILL');
+      }
     }
     fs.rmSync(dir, { recursive: true, force: true });
   };
   const stop = () => {
     if (!stopped) {
-      if (!detached) process.removeListener('exit', onExit);
       const drainMs = procs.vars ? procs.vars.tunekit_app_drain_timeout_s * 1000 + 5000 : 15000;
-      stopped = stopDir(dir, { appPid: procs.app && procs.app.pid, nginxPid: procs.nginx && procs.nginx.pid, drainMs });
+      // The exit hook stays until the stop is done: a process that leaves while its
+      // stacks drain still leaves nothing behind.
+      stopped = stopDir(dir, { appPid: procs.app && procs.app.pid, nginxPid: procs.nginx && procs.nginx.pid, drainMs })
+        .finally(() => { if (!detached) process.removeListener('exit', onExit); });
     }
     return stopped;
   };
-  const armed = () => { if (!detached) process.on('exit', onExit); };
+  const armed = () => {
+    if (detached) return;
+    process.on('exit', onExit);
+    armSignalNet();
+  };
   return { stop, armed };
 }
 
@@ -240,14 +277,14 @@ function stopper(dir, procs, detached) {
  * The runner on the rendered app.json (or `appProgram` in its place), its output
  * in files.appLog; resolves its ready event.
  */
-async function startApp(procs, files, { env, detached, appProgram }) {
+async function startApp(procs, files, { env, appProgram }) {
   const appOut = fs.openSync(files.appLog, 'a');
   const argv = appProgram ? [appProgram] : [CLI, 'run'];
   procs.app = spawn(process.execPath, [...argv, '--config', procs.vars.tunekit_app_config_path], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', appOut, appOut],
-    detached,
+    detached: true, // a process group of its own (stopper's exit hook); unref'd only when `detached`
   });
   fs.closeSync(appOut);
   procs.appExited = new Promise((resolve) => procs.app.once('exit', (code, sig) => resolve({ code, signal: sig })));
@@ -256,11 +293,11 @@ async function startApp(procs, files, { env, detached, appProgram }) {
 }
 
 /** nginx on the rendered nginx.conf, until url answers 200 (https: trusting ca). */
-async function startNginx(procs, files, url, ca, detached) {
+async function startNginx(procs, files, url, ca) {
   const nginxErr = fs.openSync(files.nginxStderr, 'a');
   procs.nginx = spawn(nginxBinary(), ['-c', files.nginxConf, '-g', 'daemon off;'], {
     stdio: ['ignore', nginxErr, nginxErr],
-    detached,
+    detached: true, // as the app's
   });
   fs.closeSync(nginxErr);
   await waitForNginx(procs.nginx, url, files, procs.vars.tunekit_nginx_error_log_path, READY_TIMEOUT_MS, ca);
@@ -317,11 +354,11 @@ async function startStack(o = {}) {
     if (beforeStart) beforeStart(vars);
     armed();
 
-    const ready = await startApp(procs, files, { env, detached, appProgram });
+    const ready = await startApp(procs, files, { env, appProgram });
     const url = tls ? `https://127.0.0.1:${tlsPort}/` : `http://127.0.0.1:${nginxPort}/`;
     // The throwaway CA the render made beside the leaf (lib/render.js, lib/tls.js).
     const ca = tls ? path.join(path.dirname(vars.tunekit_nginx_tls_certificate), 'ca.pem') : null;
-    await startNginx(procs, files, url, ca, detached);
+    await startNginx(procs, files, url, ca);
     if (detached) {
       procs.app.unref();
       procs.nginx.unref();

@@ -29,13 +29,26 @@ function valueComment(tune, key) {
     return changed.map((s) => {
       const c = s.challengers.find((x) => x.label === s.kept);
       const v = c.verdict;
-      return `# step ${s.step}: ${s.incumbent} -> ${s.kept}: ${gainText(tune.objective, v.gain)} over ${v.rounds} rounds, ` +
-        `each beyond the spread (${pct(v.margin)})`;
+      return `# step ${s.step}: ${s.incumbent} -> ${s.kept}: ${howText(v, tune.objective)}`;
     });
   }
   if (!tried.length) return ['# as the start values: not varied in this run (no budget left for it, or it does not apply)'];
   return [`# as the start values: tried ${[...new Set(tried)].join(', ')}; none won every round beyond the spread` +
     `${tune.recommend ? '' : ', or the winner was not confirmed'}`];
+}
+
+const VERDICT = {
+  faster: 'won every round', fixes: 'won: met the objective in every round, the incumbent did not',
+  slower: 'lost every round', breaks: 'lost: missed the objective where the incumbent met it',
+};
+
+/** How a winner won (tune.js verdict), in one clause. */
+function howText(v, objective) {
+  if (v.how === 'fixes') {
+    return `met the objective in all ${v.rounds} rounds where the other missed it in ${v.missed.incumbent}, ` +
+      `and was not slower beyond the spread (${pct(v.margin)}) where both met it: ${gainText(objective, v.gain)}`;
+  }
+  return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): ${gainText(objective, v.gain)}`;
 }
 
 /** The vars file: every value the search varies, each with its evidence. */
@@ -49,8 +62,7 @@ function varsText(doc) {
       `objective: ${doc.options.objectiveText}`,
   ];
   if (t.recommend) {
-    head.push(`# Recommended: beat the start values in all ${c.rounds} confirmation rounds beyond the spread (${pct(c.verdict.margin)}): ` +
-      `${gainText(t.objective, c.verdict.gain)}.`);
+    head.push(`# Recommended: against the start values, ${howText(c.verdict, t.objective)}.`);
   } else {
     head.push('# Keep what you have: these are the start values.', `# Why: ${c.why}.`);
   }
@@ -69,8 +81,7 @@ function verdictLines(doc) {
   const c = t.confirmation;
   const lines = [];
   if (t.recommend) {
-    lines.push(`Recommended: ${t.best.label} — beat the start values in all ${c.rounds} confirmation rounds beyond the spread ` +
-      `(${pct(c.verdict.margin)}): ${gainText(t.objective, c.verdict.gain)}.`);
+    lines.push(`Recommended: ${t.best.label} — against the start values, ${howText(c.verdict, t.objective)}.`);
   } else {
     lines.push(`Keep what you have: ${c.why}${t.best.label !== 'start values' ? ` (the search's best was ${t.best.label})` : ''}.`);
   }
@@ -87,7 +98,7 @@ const STEP_HEAD = ['step', 'variable', 'incumbent', 'challenger', 'rounds', 'gai
 function stepRows(t) {
   return t.steps.flatMap((s) => s.challengers.map((c) => [s.step, s.variable, s.incumbent, c.label, c.verdict ? c.verdict.rounds : 0,
     c.verdict ? times(c.verdict.gain) : 'n/a', c.verdict ? pct(c.verdict.margin) : 'n/a',
-    !c.verdict ? 'not measured' : !c.verdict.rounds ? 'no counted round (all rejected or out of budget)' : c.verdict.wins ? 'won every round' : c.verdict.loses ? 'lost every round' : 'unclear: kept the incumbent']));
+    !c.verdict ? 'not measured' : !c.verdict.rounds ? 'no counted round (all rejected or out of budget)' : VERDICT[c.verdict.how] || 'unclear: kept the incumbent']));
 }
 const TRIAL_HEAD = ['step', 'round', 'candidate', 'at (s)', 'value', 'p99 µs', 'met', 'others (cores)', 'counted'];
 const trialRow = (x) => [x.step, x.round, x.label, x.atS, x.value == null ? 'n/a' : Number(x.value.toFixed(1)),

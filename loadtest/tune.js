@@ -36,10 +36,19 @@ const { spread, roundOrder } = require('./stats');
 // steady both were: a 2-core machine shared with anything moves a few percent.
 const MIN_MARGIN = 0.03;
 
-// The variables the search varies, in the order it tries them (the app's side first:
-// the workers decide how the cores are split between nginx and Node), each with the
-// ladder of values it steps along. `keys` are the definition's variables one value sets.
+// The variables the search varies, in the order it tries them (nginx's connections
+// first, see there; then the app's side: the workers decide how the cores are split
+// between nginx and Node), each with the ladder of values it steps along. `keys` are the definition's variables one value sets.
 const SPACE = [
+  {
+    // First: while nginx runs out of connections it resets clients' connections
+    // (its error log: "worker_connections are not enough, reusing connections"),
+    // runs miss the objective at random, and no other comparison means anything.
+    name: 'tunekit_nginx_worker_connections',
+    ladder: () => [64, 256, 1024, 4096, 16384],
+    patch: (v) => ({ tunekit_nginx_worker_connections: v }),
+    read: (s) => s.tunekit_nginx_worker_connections,
+  },
   {
     name: 'tunekit_app_workers',
     ladder: (cores) => Array.from({ length: Math.max(4, 2 * cores) }, (_, i) => i + 1),
@@ -74,12 +83,6 @@ const SPACE = [
     patch: (v) => ({ tunekit_nginx_worker_processes: v }),
     // "auto" is one per core: its place on the ladder is the core count.
     read: (s, cores) => (s.tunekit_nginx_worker_processes === 'auto' ? cores : s.tunekit_nginx_worker_processes),
-  },
-  {
-    name: 'tunekit_nginx_worker_connections',
-    ladder: () => [64, 256, 1024, 4096, 16384],
-    patch: (v) => ({ tunekit_nginx_worker_connections: v }),
-    read: (s) => s.tunekit_nginx_worker_connections,
   },
   {
     // Only where gzip is on (tunekit_nginx_gzip); it matters only for responses at
@@ -150,21 +153,41 @@ function relSpread(runs) {
 
 /**
  * The verdict on one challenger from the counted rounds: per-round gains, the margin
- * they must clear (the spread), and whether it won or lost every round beyond it.
+ * they must clear (the spread), and whether it won or lost, and how (`how`):
+ *   faster: it beat the incumbent in every round beyond the spread;
+ *   fixes:  it met the objective in every round, the incumbent missed it in some
+ *           (errors, a p99 over the bound), and where both met it was not slower
+ *           beyond the spread;
+ *   slower: it lost every round beyond the spread;
+ *   breaks: it missed the objective in some round, the incumbent never did, and it
+ *           was nowhere faster beyond the spread.
+ * Feasibility first: a few connection resets in one run of five seconds are rare
+ * enough to be a property of the values (nginx out of worker_connections), and a
+ * comparison of speeds between runs that fail at random decides nothing.
  */
 function verdict(incRuns, chalRuns, objective) {
   const gains = incRuns.map((inc, i) => gain(chalRuns[i], inc, objective));
   const margin = Math.max(MIN_MARGIN, relSpread(incRuns), relSpread(chalRuns));
+  const n = gains.length;
+  const chalMissed = chalRuns.some((r) => !r.meets);
+  const incMissed = incRuns.some((r) => !r.meets);
+  const both = gains.filter((g, i) => incRuns[i].meets && chalRuns[i].meets);
+  let how = null;
+  if (n && gains.every((g) => g > 1 + margin)) how = 'faster';
+  else if (n && !chalMissed && incMissed && both.every((g) => g > 1 - margin)) how = 'fixes';
+  else if (n && gains.every((g) => g < 1 - margin)) how = 'slower';
+  else if (n && chalMissed && !incMissed && both.every((g) => g < 1 + margin)) how = 'breaks';
   return {
     gains,
     gain: spread(gains.filter(Number.isFinite)),
     margin,
-    rounds: gains.length,
-    wins: gains.length > 0 && gains.every((g) => g > 1 + margin),
-    loses: gains.length > 0 && gains.every((g) => g < 1 - margin),
+    rounds: n,
+    missed: { incumbent: incRuns.filter((r) => !r.meets).length, challenger: chalRuns.filter((r) => !r.meets).length },
+    how,
+    wins: how === 'faster' || how === 'fixes',
+    loses: how === 'slower' || how === 'breaks',
   };
 }
-
 
 // Until a stack has started and a run has ended here, their cost is guessed: a
 // stack's start (render, runner ready, nginx answering) and the few seconds around a
@@ -372,7 +395,8 @@ async function confirm(startArm, best, st, io, o) {
   if (!recommend) {
     why = v.rounds < o.confirmRounds
       ? `only ${v.rounds} of ${o.confirmRounds} confirmation rounds fitted in the budget or passed the other-load check (${rejected} rejected)`
-      : `it did not beat the start values in every confirmation round by more than the spread (${(v.margin * 100).toFixed(1)}%)`;
+      : `it did not beat the start values in every confirmation round by more than the spread (${(v.margin * 100).toFixed(1)}%), ` +
+        `nor meet the objective in every round where they missed it without being slower`;
   }
   return { rounds: v.rounds, rejected, verdict: v, recommend, why };
 }

@@ -12,7 +12,8 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { runCommand } = require('../lib/util');
+const { spawn } = require('node:child_process');
+const { runCommand, until } = require('../lib/util');
 const { refusals } = require('../../loadtest/tune-run');
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -42,7 +43,7 @@ test('tune from poor values with a tiny budget: ends in time, a vars file render
   assert.equal(r.code, 0, r.out);
   assert.ok(wallS <= BUDGET_S + AFTER_BUDGET_S, `${wallS.toFixed(0)} s for a ${BUDGET_S} s budget`);
   // Both answers are right here: which one depends on what this shared machine measured.
-  assert.match(r.stdout.split('\n')[0], /^(Recommended: .* beat the start values in all 3 confirmation rounds|Keep what you have: )/);
+  assert.match(r.stdout.split('\n')[0], /^(Recommended: .* — against the start values, (won all 3 rounds|met the objective in all 3 rounds)|Keep what you have: )/);
 
   const doc = JSON.parse(fs.readFileSync(path.join(dir, 'tune-report.json'), 'utf8'));
   assert.equal(doc.kind, 'tune');
@@ -58,6 +59,9 @@ test('tune from poor values with a tiny budget: ends in time, a vars file render
     assert.ok(md.includes(`| ${c.label} | `), `the report lists ${c.label}`);
   }
   for (const c of measured) assert.ok(c.rounds + c.rejectedRounds >= 1, `${c.label} was measured`);
+  // Every run reached a live stack: a stack stopped too early (say, the winner's,
+  // the next step's incumbent) answers nothing, and its runs measure 0 req/s.
+  for (const x of doc.tune.trials) assert.ok(x.result.errors === 0 && x.value > 0, `step ${x.step} round ${x.round}, ${x.label}: ${JSON.stringify(x.result)}`);
 
   // The vars file: what render takes, with the values the report recommends.
   const text = fs.readFileSync(out, 'utf8');
@@ -86,6 +90,59 @@ test('a p99 bound no run meets: one line with the lowest p99 measured, exit 2, n
   assert.equal(r.code, 2, r.out);
   assert.match(r.stderr, /^tunekit: no candidate met the objective in any run \(p99 <= 1 µs with zero errors; the lowest p99 measured was \d+ µs\); raise --p99/);
   assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('Ctrl-C mid-run: exit 130, every process it started ended, nothing written', async (t) => {
+  const dir = tempDir(t);
+  const child = spawn(process.execPath, [CLI, 'tune', '--budget', '5m', '--duration', '2', '--connections', '8', '--other-load', '1',
+    '--out', path.join(dir, 't.yml'), '--report', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Every process below it (nginx, the runners and their workers, the load
+  // generators), by pid and start time, so a pid reused later is not it.
+  const stat = (pid) => {
+    try {
+      const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+      return { state: f[0], ppid: Number(f[1]), start: f[19] };
+    } catch {
+      return null;
+    }
+  };
+  const descendants = (root) => {
+    const all = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => ({ pid: Number(p), ...stat(p) })).filter((x) => x.ppid);
+    const out = [];
+    for (let frontier = [root]; frontier.length;) {
+      const next = all.filter((x) => frontier.includes(x.ppid));
+      out.push(...next);
+      frontier = next.map((x) => x.pid);
+    }
+    return out;
+  };
+  const running = (procs) => procs.filter((x) => {
+    const now = stat(x.pid);
+    return now && now.start === x.start && now.state !== 'Z';
+  });
+  let seen = [];
+  t.after(() => {
+    for (const x of running(seen)) try { process.kill(x.pid, 'SIGKILL'); } catch { /* gone */ }
+  });
+  let err = '';
+  let end = null;
+  child.stdout.resume();
+  child.stderr.on('data', (d) => { err += d; });
+  child.on('exit', (code, sig) => { end = { code, sig }; });
+  // Interrupted while it measures: two stacks up (the start values and a challenger).
+  await until('tune measuring its first challenger', () => /step 1 .*round 1/.test(err), 120000, 100);
+  seen = descendants(child.pid);
+  assert.ok(seen.length >= 6, `two stacks of nginx and the runner with their workers: ${seen.length} processes`);
+  process.kill(child.pid, 'SIGINT');
+  await until('tune to leave after SIGINT', () => end, 60000, 100);
+  assert.deepEqual(end, { code: 130, sig: null }, err);
+  assert.match(err, /SIGINT: stopping the local stacks this command started/);
+  // Killed by its exit hook; gone once the kernel has delivered the SIGKILLs (and
+  // the load generators leave when their channel to it closes).
+  await until('its processes to end', () => running(seen).length === 0, 30000, 100).catch(() => {
+    assert.deepEqual(running(seen).map((x) => fs.readFileSync(`/proc/${x.pid}/cmdline`, 'utf8').replace(/\0/g, ' ')), [], 'processes it started outlived it');
+  });
   assert.deepEqual(fs.readdirSync(dir), []);
 });
 
