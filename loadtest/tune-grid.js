@@ -18,12 +18,14 @@ const { cores } = require('./cpu');
 const { createProgress } = require('./progress');
 
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
-                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--json FILE]
+                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--json FILE]
 Every rules-passing combination of the tuner's ladders, measured once at saturation
 (req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
 --also adds the values of vars files (e.g. tune's recommendations) to those rounds, so
-each is measured side by side with the grid's best. --limit N measures only the first
-N combinations (a quick check of the script).`;
+each is measured side by side with the grid's best. --compare GRID.json takes the grid's
+best from an earlier run's JSON instead of measuring the grid again, and measures it
+beside the --also files. --limit N measures only the first N combinations (a quick check
+of the script).`;
 
 function options(argv) {
   const { values: v } = parseArgs({
@@ -31,7 +33,7 @@ function options(argv) {
     options: {
       vary: { type: 'string' }, from: { type: 'string' }, duration: { type: 'string', default: '5' },
       connections: { type: 'string', default: '50' }, top: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' },
-      limit: { type: 'string' }, also: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      limit: { type: 'string' }, also: { type: 'string' }, compare: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     },
   });
   if (v.help) return null;
@@ -45,6 +47,7 @@ function options(argv) {
     objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
     limit: v.limit === undefined ? Infinity : n('limit'), json: v.json || null, from: v.from || null,
     also: v.also ? v.also.split(',').map((x) => x.trim()).filter(Boolean) : [],
+    compare: v.compare || null,
     vary: v.vary ? v.vary.split(',').map((x) => x.trim()) : null, cores: c, procs: Math.min(2, c), paths: null,
   };
 }
@@ -101,13 +104,17 @@ async function main(argv) {
     const refused = refusals(a.values, null);
     if (refused.length) throw new Error(`--also ${a.file}: the kit refuses these values (${refused[0]}); give a vars file render takes`);
   }
+  const earlier = o.compare ? JSON.parse(fs.readFileSync(o.compare, 'utf8')) : null;
+  if (earlier && !(earlier.kind === 'tune-grid' && earlier.best)) throw new Error(`--compare ${o.compare}: not a grid's JSON with a best (node loadtest/tune-grid.js --json FILE writes one)`);
   const io = realIo(o);
   try {
-    const runs = await measureAll(points, io, o);
-    const best = [...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top);
+    const runs = earlier ? [] : await measureAll(points, io, o);
+    const best = earlier
+      ? [{ values: earlier.best.values, label: earlier.best.label, value: earlier.best.reqPerSec.median, meets: true }]
+      : [...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top);
     const extra = also.map((a) => ({ values: a.values, label: `${a.file}: ${T.labelOf(a.values, o.start)}`, file: a.file }));
     const top = await confirmTop([...best, ...extra], io, o);
-    const doc = { kind: 'tune-grid', createdAt: new Date().toISOString(), command: `node loadtest/tune-grid.js ${argv.join(' ')}`.trim(),
+    const doc = { kind: earlier ? 'tune-grid-compare' : 'tune-grid', createdAt: new Date().toISOString(), command: `node loadtest/tune-grid.js ${argv.join(' ')}`.trim(),
       cores: o.cores, points: all.length, refused: all.length - passing.length,
       measured: runs.length, runs, top, best: null, also: [] };
     // The grid's best is a grid point; a vars file of --also is judged against it,

@@ -159,4 +159,14 @@ test('the grid script on two combinations: each measured, the best again in a ro
   assert.equal(doc.top.length, 1);
   assert.equal(doc.top[0].reqPerSec.n, 1);
   assert.match(r.stdout, /^grid: \d+ combinations, 2 measured/m);
+
+  // A vars file (tune's output, here the poor start) beside that best, in the same rounds.
+  const poor = path.join(ROOT, 'test/fixtures/tune/poor.yml');
+  const cmp = await runCommand(process.execPath, [path.join(ROOT, 'loadtest/tune-grid.js'), '--compare', json, '--also', poor,
+    '--rounds', '1', '--duration', '1', '--connections', '8', '--json', path.join(dir, 'cmp.json')], { cwd: ROOT, timeoutMs: 240000 });
+  assert.equal(cmp.code, 0, cmp.out);
+  const c = JSON.parse(fs.readFileSync(path.join(dir, 'cmp.json'), 'utf8'));
+  assert.deepEqual([c.kind, c.measured, c.best.values], ['tune-grid-compare', 0, doc.best.values]);
+  assert.deepEqual(c.also.map((a) => [a.file, a.reqPerSec.n, a.ratioToBest.n]), [[poor, 1, 1]]);
+  assert.match(cmp.stdout, /poor\.yml over the grid's best, per round: median \d+\.\d\d/);
 });
