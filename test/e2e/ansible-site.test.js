@@ -17,7 +17,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { runCommand } = require('../lib/util');
+const { runCommand, until } = require('../lib/util');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { rolloutSteps } = require('../lib/rollout');
@@ -26,7 +26,7 @@ const { resolve } = require('../../lib/config');
 const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
 const vars = resolve();
-const STEPS = 12; // the steps of the first test below
+const STEPS = 13; // the steps of the first test below
 
 let hosts = [];
 let runner;
@@ -64,6 +64,42 @@ function leftovers(h) {
   return found;
 }
 
+const scrape = (h, port) => sh(h, `curl -sf http://127.0.0.1:${port}/metrics`);
+
+// tunekit_metrics_exporters on a deployed host: each exporter answers on the
+// host's loopback (the default address) and not on its network address; the
+// runner's endpoint has a series per worker; the sampler's textfile reaches
+// node_exporter; the rules file passes promtool; file_sd lists the targets.
+async function checkMetrics(h, workers) {
+  const units = ['prometheus-nginx-exporter', 'prometheus-node-exporter', 'mtail', `${vars.tunekit_app_name}-queue-sampler`];
+  assert.equal(await sh(h, `systemctl is-active ${units.map((u) => `${u}.service`).join(' ')}`), units.map(() => 'active').join('\n'));
+  assert.match(await scrape(h, vars.tunekit_metrics_nginx_exporter_port), /^nginx_up 1$/m, 'the nginx exporter does not reach stub_status');
+  assert.match(await scrape(h, vars.tunekit_metrics_mtail_port), /^tunekit_nginx_worker_connections_exhausted_total\{[^}]*\} 0$/m,
+    'mtail does not run the kit\'s program');
+  // The sampler writes its first sample at start; node_exporter serves it.
+  await until(`the sampler's queues in node_exporter on ${h.name}`, async () => /^tunekit_listen_queue_limit\{/m.test(
+    await scrape(h, vars.tunekit_metrics_node_exporter_port)), 60000, 500);
+  const app = await scrape(h, vars.tunekit_metrics_listen.split(':').pop());
+  const pids = new Set([...app.matchAll(/^tunekit_app_connections_active\{[^}]*pid="(\d+)"/gm)].map((m) => m[1]));
+  assert.equal(pids.size, workers, `the runner's endpoint has series for ${pids.size} workers, the app reports ${workers}`);
+  for (const port of [vars.tunekit_metrics_node_exporter_port, vars.tunekit_metrics_nginx_exporter_port, vars.tunekit_metrics_mtail_port]) {
+    await assert.rejects(ansible.get(h.ip, port, '/metrics'), { code: 'ECONNREFUSED' }, `port ${port} answers on ${h.ip}`);
+  }
+  const rules = path.join(h.root, vars.tunekit_metrics_prometheus_dir, 'tunekit.rules.yml');
+  const check = await run('promtool', ['check', 'rules', rules], { timeoutMs: 60000 });
+  assert.equal(check.code, 0, `promtool check rules ${rules}:\n${check.out}`);
+  const sd = JSON.parse(fs.readFileSync(path.join(h.root, vars.tunekit_metrics_prometheus_dir, 'file_sd/tunekit.json'), 'utf8'));
+  const a = vars.tunekit_metrics_exporters_address;
+  assert.deepEqual(sd.map((g) => [g.labels.job, g.targets]), [
+    ['tunekit-app', [vars.tunekit_metrics_listen.replace(/^tcp:/, '')]],
+    ['tunekit-nginx', [`${a}:${vars.tunekit_metrics_nginx_exporter_port}`]],
+    ['tunekit-mtail', [`${a}:${vars.tunekit_metrics_mtail_port}`]],
+    ['tunekit-node', [`${a}:${vars.tunekit_metrics_node_exporter_port}`]],
+  ]);
+  // `tunekit status` (being written on its own branch): once it exists, assert
+  // here that it prints the table for this host, run on the host over ssh.
+}
+
 test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
@@ -80,7 +116,9 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
   // page (a shared host's clashes have their own suite, shared-host.test.js).
   runner = ansible.createRunner(hosts, {
     name: 'tunekit-ansible-e2e',
-    groupVars: { tunekit_nginx_disable_sites: ['default'] },
+    // The exporters too (tunekit_metrics_exporters), on loopback as by default:
+    // checked over ssh on each host's loopback, and refused on its address.
+    groupVars: { tunekit_nginx_disable_sites: ['default'], tunekit_metrics_exporters: true },
     extraArgs: ['-e', 'tunekit_serial=100%'],
   });
   tmp = runner.tmp;
@@ -130,6 +168,8 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
       const stub = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
       assert.match(await sh(h, `curl -s http://127.0.0.1:${stub}`), /^Active connections: \d+\s+server accepts handled requests/);
       await assert.rejects(ansible.get(h.ip, vars.tunekit_nginx_status_port, vars.tunekit_nginx_status_path), { code: 'ECONNREFUSED' });
+
+      await checkMetrics(h, body.workers);
 
       // Profiling tools only on request (tunekit_install_profiling_tools, off by default).
       assert.equal(vars.tunekit_install_profiling_tools, false);
@@ -198,6 +238,19 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
       assert.equal(r.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${r.log}):\n${
         r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
     }
+  });
+
+  await step('a metrics port another process holds is refused by name before anything changes', async () => {
+    const h = hosts[1];
+    const files = '/etc/systemd/system/*.service.d/tunekit.conf /etc/systemd/system/*-queue-sampler.service';
+    const before = await sh(h, `sha256sum ${files}`);
+    // sshd holds port 22 on every host.
+    const r = await playbook(['-e', JSON.stringify({ tunekit_metrics_mtail_port: 22 })], { limit: h.name });
+    assert.notEqual(r.code, 0, 'the play succeeded with mtail on the port sshd holds');
+    assert.match(r.out, /tunekit_metrics_mtail_port=22 is taken on \S+: \S+:22 is held by users:\(\("sshd"/);
+    assert.equal(r.recap[h.name]?.changed, 0, 'something changed before the refusal');
+    assert.equal(await sh(h, `sha256sum ${files}`), before, 'the exporters\' files changed');
+    assert.equal(await sh(h, 'systemctl is-active mtail.service'), 'active');
   });
 
   await rolloutSteps({ step, hosts, runner, vars });

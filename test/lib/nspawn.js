@@ -67,8 +67,11 @@ const PACKAGES = [
 // and npm: "Package node-cssesc is not installed", trixie, 2026-11). Only the
 // default suite needs them: npm for the e2e that deploys an app with
 // dependencies, a dynamic nginx module for the shared-host e2e (a host whose
-// modules-enabled/ must stay in force).
-const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter'] };
+// modules-enabled/ must stay in force), the exporters tunekit_metrics_exporters
+// installs (ansible-site e2e).
+const APT_PACKAGES = {
+  [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter', 'prometheus-nginx-exporter', 'prometheus-node-exporter', 'mtail'],
+};
 
 function suitePackages(suite) {
   return { packages: PACKAGES, apt: APT_PACKAGES[suite] || [] };
