@@ -79,9 +79,10 @@ async function checkMetrics(h, workers) {
   // The sampler writes its first sample at start; node_exporter serves it.
   await until(`the sampler's queues in node_exporter on ${h.name}`, async () => /^tunekit_listen_queue_limit\{/m.test(
     await scrape(h, vars.tunekit_metrics_node_exporter_port)), 60000, 500);
-  const app = await scrape(h, vars.tunekit_metrics_listen.split(':').pop());
-  const pids = new Set([...app.matchAll(/^tunekit_app_connections_active\{[^}]*pid="(\d+)"/gm)].map((m) => m[1]));
-  assert.equal(pids.size, workers, `the runner's endpoint has series for ${pids.size} workers, the app reports ${workers}`);
+  // The runner's endpoint: worker="N" per slot (the warm spare is worker="spare").
+  const slots = async () => new Set([...(await scrape(h, vars.tunekit_metrics_listen.split(':').pop()))
+    .matchAll(/^tunekit_app_connections_active\{[^}]*worker="(\d+)"/gm)].map((m) => m[1])).size;
+  await until(`a series per worker (${workers}) at the runner's endpoint on ${h.name}`, async () => (await slots()) === workers, 60000, 500);
   for (const port of [vars.tunekit_metrics_node_exporter_port, vars.tunekit_metrics_nginx_exporter_port, vars.tunekit_metrics_mtail_port]) {
     await assert.rejects(ansible.get(h.ip, port, '/metrics'), { code: 'ECONNREFUSED' }, `port ${port} answers on ${h.ip}`);
   }

@@ -42,6 +42,7 @@ const BREAK = {
   'status-loopback': { tunekit_nginx_status_address: '0.0.0.0' },
   'status-port': { tunekit_nginx_status_port: 80 },
   'metrics-ports': { tunekit_metrics_exporters: true, tunekit_metrics_mtail_port: 9464 },
+  'k8s-metrics-port': { tunekit_k8s_metrics_port: 8080 },
   'metrics-status': { tunekit_metrics_exporters: true, tunekit_nginx_status: false },
   'upstream-sticky-key': { tunekit_nginx_upstream_sticky: true, tunekit_upstream_kind: 'per-worker', tunekit_app_workers: 2, tunekit_nginx_upstream_sticky_key: 'client' },
 };
