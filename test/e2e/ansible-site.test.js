@@ -92,10 +92,10 @@ async function checkMetrics(h, workers) {
   const sd = JSON.parse(fs.readFileSync(path.join(h.root, vars.tunekit_metrics_prometheus_dir, 'file_sd/tunekit.json'), 'utf8'));
   const a = vars.tunekit_metrics_exporters_address;
   assert.deepEqual(sd.map((g) => [g.labels.job, g.targets]), [
-    ['tunekit-app', [vars.tunekit_metrics_listen.replace(/^tcp:/, '')]],
-    ['tunekit-nginx', [`${a}:${vars.tunekit_metrics_nginx_exporter_port}`]],
-    ['tunekit-mtail', [`${a}:${vars.tunekit_metrics_mtail_port}`]],
-    ['tunekit-node', [`${a}:${vars.tunekit_metrics_node_exporter_port}`]],
+    ['tunekit_app', [vars.tunekit_metrics_listen.replace(/^tcp:/, '')]],
+    ['tunekit_nginx', [`${a}:${vars.tunekit_metrics_nginx_exporter_port}`]],
+    ['tunekit_mtail', [`${a}:${vars.tunekit_metrics_mtail_port}`]],
+    ['tunekit_node', [`${a}:${vars.tunekit_metrics_node_exporter_port}`]],
   ]);
   // `tunekit status` (being written on its own branch): once it exists, assert
   // here that it prints the table for this host, run on the host over ssh.
