@@ -15,6 +15,7 @@
 
 const fs = require('node:fs');
 const { monitorEventLoopDelay } = require('node:perf_hooks');
+const v8 = require('node:v8');
 
 const CLASSES = ['2xx', '3xx', '4xx', '5xx', 'other'];
 const CONNECTIONS = ['new', 'reused'];
@@ -34,10 +35,10 @@ const SERVED = Symbol('tunekit.metrics.served');
 function createMeter() {
   const monitor = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   monitor.enable();
-  const requests = {};
-  for (const c of CLASSES) for (const k of CONNECTIONS) requests[`${c}|${k}`] = 0;
   return {
-    requests,
+    // Flat counts, index classIndex * 2 + (reused ? 1 : 0): a request costs two
+    // integer updates, no string and no object (sample() names them).
+    requests: new Array(CLASSES.length * CONNECTIONS.length).fill(0),
     accepted: 0,
     active: 0,
     delay: { counts: DELAY_BUCKETS.map(() => 0), sum: 0, count: 0 },
@@ -53,20 +54,25 @@ function countConnection(meter, socket) {
   socket.once('close', () => { meter.active -= 1; });
 }
 
-function classOf(status) {
-  return status >= 200 && status < 600 ? `${Math.floor(status / 100)}xx` : 'other';
+/** CLASSES index of a status: 2xx..5xx, else other. */
+function classIndex(status) {
+  return status >= 200 && status < 600 ? ((status / 100) | 0) - 2 : 4;
 }
 
 /**
- * A request the worker handles: on a connection that carried one before
- * (reused: the upstream keep-alive pool at work) or on a fresh one; counted by
- * its status class when its response ends.
+ * A request the worker handles starts: on a connection that carried one before
+ * (reused: the upstream keep-alive pool at work) or on a fresh one. Returns the
+ * connection's index (0 new, 1 reused) for countResponse.
  */
-function countRequest(meter, req, res) {
-  const socket = req.socket;
-  const connection = socket[SERVED] > 0 ? 'reused' : 'new';
-  socket[SERVED] = (socket[SERVED] || 0) + 1;
-  res.once('close', () => { meter.requests[`${classOf(res.statusCode)}|${connection}`] += 1; });
+function countRequest(meter, req) {
+  const served = req.socket[SERVED] || 0;
+  req.socket[SERVED] = served + 1;
+  return served > 0 ? 1 : 0;
+}
+
+/** Its response ended (the caller's close listener): counted by status class. */
+function countResponse(meter, status, connection) {
+  meter.requests[classIndex(status) * 2 + connection] += 1;
 }
 
 /** How many of the histogram's values are <= ns (the largest percentile at or below it). */
@@ -94,37 +100,61 @@ function foldDelay(meter) {
   h.reset();
 }
 
-function openFds() {
-  try {
-    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
-  } catch {
-    return null; // no procfs: not reported
-  }
-}
+// The last soft limit read: at the limit itself, reading /proc needs a descriptor
+// the worker has not got (EMFILE), and that is when the numbers matter most.
+let lastMaxFds = null;
 
-/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen). */
+/** The soft RLIMIT_NOFILE, as /proc/self/limits reads now (a prlimit is seen); at the limit, the last one read. */
 function maxFds() {
   try {
     const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
-    return m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+    lastMaxFds = m && m[1] !== 'unlimited' ? Number(m[1]) : null;
+    return lastMaxFds;
+  } catch (err) {
+    return err.code === 'EMFILE' ? lastMaxFds : null;
+  }
+}
+
+/** Open descriptors now; out of them (EMFILE) means every one of the soft limit is open. */
+function openFds(limit) {
+  try {
+    return fs.readdirSync('/proc/self/fd').length - 1; // less the directory's own
+  } catch (err) {
+    return err.code === 'EMFILE' ? limit : null; // no procfs: not reported
+  }
+}
+
+/** openFds and maxFds of this worker now. */
+function fds() {
+  const max = maxFds();
+  return { openFds: openFds(max), maxFds: max };
+}
+
+/**
+ * rss and heapUsed now. process.memoryUsage() reads /proc/self/stat for the rss and
+ * throws at the open-files limit (EMFILE, uv_resident_set_memory): a scrape then
+ * would kill the worker. There the rss is left out and the heap read from V8.
+ */
+function memory() {
+  try {
+    return process.memoryUsage();
   } catch {
-    return null;
+    return { rss: null, heapUsed: v8.getHeapStatistics().used_heap_size };
   }
 }
 
 /** This worker's numbers now, as JSON; `info`: the values in force. */
 function sample(meter, info) {
   foldDelay(meter);
-  const mem = process.memoryUsage();
+  const mem = memory();
   return {
-    requests: { ...meter.requests },
+    requests: Object.fromEntries(CLASSES.flatMap((c, i) => CONNECTIONS.map((k, j) => [`${c}|${k}`, meter.requests[i * 2 + j]]))),
     accepted: meter.accepted,
     active: meter.active,
     delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
     rss: mem.rss,
     heapUsed: mem.heapUsed,
-    openFds: openFds(),
-    maxFds: maxFds(),
+    ...fds(),
     info,
   };
 }
@@ -193,7 +223,7 @@ const WORKER_FAMILIES = [
       ['_sum', {}, w.delay.sum],
       ['_count', {}, w.delay.count],
     ]],
-  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => [['', {}, w.rss]]],
+  ['process_resident_memory_bytes', 'gauge', 'Resident set size of the worker process.', (w) => (w.rss == null ? [] : [['', {}, w.rss]])],
   ['nodejs_heap_size_used_bytes', 'gauge', 'V8 heap in use in the worker.', (w) => [['', {}, w.heapUsed]]],
   ['process_open_fds', 'gauge', 'Open file descriptors of the worker.', (w) => (w.openFds == null ? [] : [['', {}, w.openFds]])],
   ['process_max_fds', 'gauge', 'The worker\'s soft limit on open file descriptors (RLIMIT_NOFILE).', (w) => (w.maxFds == null ? [] : [['', {}, w.maxFds]])],
@@ -230,5 +260,5 @@ function render({ workers, primary = null }) {
 
 module.exports = {
   CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CONTENT_TYPE,
-  createMeter, countConnection, countRequest, sample, infoOf, createPrimaryCounters, countEvent, render,
+  createMeter, countConnection, countRequest, countResponse, sample, infoOf, createPrimaryCounters, countEvent, render,
 };

@@ -180,6 +180,20 @@ function countFiles() {
   files.lastLog = now;
 }
 
+// A response's end, shared by every request (no closure, no once-wrapper per
+// request); `this` is the response. The meter counts here too.
+const SOCKET = Symbol('tunekit.socket');
+const CONNECTION = Symbol('tunekit.connection');
+
+function responseClosed() {
+  const socket = this[SOCKET];
+  if (meter) metrics.countResponse(meter, this.statusCode, this[CONNECTION]);
+  socket[INFLIGHT] -= 1;
+  // A response that began before the drain (an SSE stream the app ended on
+  // tunekit:drain) was sent keep-alive: close its connection now it is idle.
+  if (draining && !socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
+}
+
 /** Route every request through one listener that knows about draining. */
 function installDispatcher(srv) {
   const listeners = srv.listeners('request');
@@ -198,13 +212,9 @@ function installDispatcher(srv) {
       return;
     }
     socket[INFLIGHT] += 1;
-    if (meter) metrics.countRequest(meter, req, res);
-    res.once('close', () => {
-      socket[INFLIGHT] -= 1;
-      // A response that began before the drain (an SSE stream the app ended on
-      // tunekit:drain) was sent keep-alive: close its connection now it is idle.
-      if (draining && !socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
-    });
+    res[SOCKET] = socket;
+    res[CONNECTION] = meter ? metrics.countRequest(meter, req) : 0;
+    res.on('close', responseClosed);
     if (release) res.setHeader('x-tunekit-release', release);
     if (draining) {
       res.setHeader('connection', 'close');
@@ -216,10 +226,11 @@ function installDispatcher(srv) {
   // the app's tunekit:drain listener (a close frame), not to the HTTP close above.
   // Marked as Node hands it over; wrapping emit adds no 'upgrade' listener, which
   // would change how Node treats an upgrade request the app does not handle.
+  // Every event of the server passes here, each request's too: no rest array, no spread.
   const emit = srv.emit;
-  srv.emit = function emitMarkingUpgrades(event, ...args) {
-    if (event === 'upgrade' && args[1]) args[1][UPGRADED] = true;
-    return emit.call(this, event, ...args);
+  srv.emit = function emitMarkingUpgrades(event, req, socket) {
+    if (event === 'upgrade' && socket) socket[UPGRADED] = true;
+    return emit.apply(this, arguments);
   };
 }
 

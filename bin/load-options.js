@@ -96,7 +96,8 @@ const ABOUT = {
     ],
   },
   bench: {
-    about: 'Stock vs the kit\'s TCP vs the kit\'s UDS upstream, with the nginx-static and direct ceilings, in A/B ' +
+    about: 'Stock vs the kit\'s TCP vs the kit\'s UDS upstream, with the nginx-static and direct ceilings, and what the ' +
+      'runner costs (uds against metrics-off and against a bare node:cluster, with targets), in A/B ' +
       'rounds whose order rotates; medians with min–max and per-round ratios. Writes JSON, Markdown and HTML reports. ' +
       'Minutes of load on every core: run it on a quiet machine.',
     examples: [

@@ -19,6 +19,7 @@ const COMMANDS = {
   profile: 'syscalls, perf samples, queues, flame graph, verdict',
   reload: 'rolling restart of the app on this host (systemd, PM2 or by hand)',
   logs: 'the app\'s log on this host (-n N, -f)',
+  status: 'the stack of this host: app workers, nginx, accept queue, 502 causes',
 };
 
 function usage() {

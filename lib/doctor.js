@@ -71,13 +71,13 @@ function listeners() {
       if (f.length < 5) continue;
       // unix: Netid State Recv-Q Send-Q Local Inode Peer Inode users   (Send-Q = backlog,
       //       Recv-Q = connections waiting to be accepted)
-      // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users
+      // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users (the same: queue, backlog)
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
         const ino = / ino:(\d+) dev:/.exec(line);
         if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids, ino: ino ? Number(ino[1]) : null });
       } else if (f[0] === 'LISTEN') {
-        out.push({ kind, backlog: Number(f[2]), local: f[3], pids });
+        out.push({ kind, backlog: Number(f[2]), queued: Number(f[1]), local: f[3], pids });
       }
     }
   }

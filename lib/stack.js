@@ -236,10 +236,14 @@ function stopper(dir, procs, detached) {
   return { stop, armed };
 }
 
-/** The runner on the rendered app.json, its output in files.appLog; resolves its ready event. */
-async function startApp(procs, files, { env, detached }) {
+/**
+ * The runner on the rendered app.json (or `appProgram` in its place), its output
+ * in files.appLog; resolves its ready event.
+ */
+async function startApp(procs, files, { env, detached, appProgram }) {
   const appOut = fs.openSync(files.appLog, 'a');
-  procs.app = spawn(process.execPath, [CLI, 'run', '--config', procs.vars.tunekit_app_config_path], {
+  const argv = appProgram ? [appProgram] : [CLI, 'run'];
+  procs.app = spawn(process.execPath, [...argv, '--config', procs.vars.tunekit_app_config_path], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', appOut, appOut],
@@ -276,6 +280,10 @@ async function startNginx(procs, files, url, ca, detached) {
  *                                     certificate from a local CA (stack.ca); the plain port redirects
  * @param {'ec'|'rsa'} [o.tlsKey='ec'] the throwaway certificate's key: ECDSA P-256, or RSA 2048
  * @param {object} [o.env]             extra environment for the app
+ * @param {string|null} [o.appProgram] a Node program started in place of the runner, as
+ *                                     `node FILE --config APP_JSON` (the rendered app.json); it
+ *                                     prints the runner's "ready" line (listen, workers) and stops
+ *                                     on SIGTERM (the bench's bare cluster, loadtest/bare-cluster.js)
  * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
  * @param {function} [o.beforeStart]   test-only: called with the rendered values after the render,
  *                                     before anything starts: where a fault test changes the tree by
@@ -292,7 +300,7 @@ async function startNginx(procs, files, url, ca, detached) {
 async function startStack(o = {}) {
   const {
     workers = 2, profile = 'tuned', set = [], varsFiles = [], port = 0, tls = false, tlsKey = 'ec',
-    env = {}, detached = false, beforeStart = null, nginxUser = null,
+    env = {}, detached = false, beforeStart = null, nginxUser = null, appProgram = null,
   } = o;
   const { hostVars, kind, nginxPort, tlsPort } = await stackVars({ ...o, workers, profile, set, varsFiles, port, tls });
   const account = nginxUser ? workerAccount(nginxUser) : null;
@@ -309,7 +317,7 @@ async function startStack(o = {}) {
     if (beforeStart) beforeStart(vars);
     armed();
 
-    const ready = await startApp(procs, files, { env, detached });
+    const ready = await startApp(procs, files, { env, detached, appProgram });
     const url = tls ? `https://127.0.0.1:${tlsPort}/` : `http://127.0.0.1:${nginxPort}/`;
     // The throwaway CA the render made beside the leaf (lib/render.js, lib/tls.js).
     const ca = tls ? path.join(path.dirname(vars.tunekit_nginx_tls_certificate), 'ca.pem') : null;

@@ -3,7 +3,7 @@
 // render the repo's Jinja2 templates byte for byte as Ansible's template module
 // does (trim_blocks on, lstrip_blocks off, undefined names are errors), plus the
 // few Jinja2 built-in filters nunjucks lacks. Templates use only what both
-// engines share; test/integration/nginx-render-parity.test.js proves the bytes match.
+// engines share; test/checks/nginx-render-parity.test.js proves the bytes match.
 
 const nunjucks = require('nunjucks');
 const { Compiler } = require('nunjucks/src/compiler');

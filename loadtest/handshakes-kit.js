@@ -26,6 +26,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const { loadStack } = require('./targets');
 const { readSchedstatUs } = require('./cpu');
 const { roundOrder } = require('./stats');
+const { RESUMED } = require('./tls-bench');
 const { nginxBuildText, nginxVersion, opensslOf, http3Of } = require('../lib/nginx');
 
 const TLS_STOCK_PROFILE = path.join(__dirname, '..', 'ansible', 'profiles', 'tls-stock.yml');
@@ -65,8 +66,9 @@ function logSince(file, offset) {
     if (!m) continue;
     out.requests++;
     out.protocols[m[1]] = (out.protocols[m[1]] || 0) + 1;
-    if (line.endsWith(' resumed=.')) out.full++;
-    else if (line.endsWith(' resumed=r')) out.resumed++;
+    const r = RESUMED.exec(line); // wherever the field sits in the line
+    if (r && r[1] === 'r') out.resumed++;
+    else if (r) out.full++;
   }
   return out;
 }

@@ -25,6 +25,8 @@ function toMarkdown(doc) {
   if (doc.kind === 'bench') {
     out.push('## Scenarios (median, min–max over rounds)', '', table(T.SUMMARY_HEAD, doc.summary.map(T.summaryRow)), '');
     out.push('## Ratios (per round, median, min–max)', '', table(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '');
+    const targets = doc.ratios.flatMap(T.targetLines);
+    if (targets.length) out.push('## Targets', '', ...targets.map((l) => `- ${l}`), '');
     out.push('## Every run', '');
   }
   if (doc.kind === 'bench-tls') {

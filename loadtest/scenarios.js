@@ -11,13 +11,23 @@
 
 const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
+const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
+const { withMeter } = require('./metered');
+
+// The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
+const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
+
+// What the runner, and its meter, may cost per request against the same stack
+// without them: medians over the rounds of uds/metrics-off and uds/bare.
+const COST_TARGET = { reqPerSec: { min: 0.97 }, cpuUsPerReq: { max: 1.03 } };
 
 // Every scenario is one entry: what it measures (describe), the stack it runs
 // on — its own (stack: the startStack options; started once) or another
 // scenario's (on: a function of the driver) — how it is driven (target; default
 // through nginx), and the scenarios it is compared with (versus: a ratio
-// this/that per round; the headline scenario's ratios lead the report).
+// this/that per round; the headline scenario's ratios lead the report; targets:
+// the bounds some of those ratios are held to, printed with the report).
 const SCENARIOS = {
   stock: {
     describe: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
@@ -31,7 +41,8 @@ const SCENARIOS = {
   uds: {
     describe: 'kit-tuned nginx → Node cluster over a Unix socket, upstream keep-alive',
     stack: { upstream: 'uds', profile: 'tuned' },
-    versus: ['stock', 'tcp', 'direct'],
+    versus: ['stock', 'tcp', 'direct', 'metrics-off', 'bare'],
+    targets: { 'metrics-off': COST_TARGET, bare: COST_TARGET },
     headline: true,
   },
   // Stickiness (tunekit_nginx_upstream_sticky) over the per-worker sockets. Every
@@ -48,12 +59,19 @@ const SCENARIOS = {
     },
     versus: ['uds'],
   },
-  // Every other stack runs the runner's metrics (on by default); this one turns them
-  // off: `metrics-off/uds` is what the meter costs (no scrapes during the runs).
+  // The runner's stacks run its metrics (on by default), and the bench reads each
+  // one's endpoint before and after every run (metered.js); this one turns them
+  // off: `uds/metrics-off` is what the meter costs.
   'metrics-off': {
     describe: 'as uds, with the runner\'s metrics off (tunekit_metrics=false)',
     stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'] },
-    versus: ['uds'],
+  },
+  // The same nginx, socket, worker count, app module and server timeouts, served
+  // by a plain node:cluster program instead of the runner: `uds/bare` is what the
+  // runner costs per request (its meter, drain bookkeeping, release header).
+  bare: {
+    describe: 'as uds, served by a plain node:cluster program, no runner (ceiling)',
+    stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'], appProgram: BARE_PROGRAM },
   },
   'nginx-static': {
     describe: 'nginx alone, `return 200`, same nginx.conf (ceiling)',
@@ -70,7 +88,7 @@ const SCENARIOS = {
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
 // The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
-  .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b]));
+  .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b, (s.targets || {})[b] || null]));
 
 /** The stack a scenario runs on: its own, or the one it borrows for this driver. */
 function stackOf(name, driver) {
@@ -127,7 +145,7 @@ function summarise(results, scenarios) {
 // p50/p99, summarised as median (min–max) over rounds.
 function ratios(results, scenarios) {
   const out = [];
-  for (const [a, b] of RATIOS) {
+  for (const [a, b, target] of RATIOS) {
     if (!scenarios.includes(a) || !scenarios.includes(b)) continue;
     const per = (mode, path) => {
       const vals = [];
@@ -149,9 +167,17 @@ function ratios(results, scenarios) {
       p99: per('saturation', 'latencyUs.p99'),
       p50AtRate: per('paced', 'latencyUs.p50'),
       p99AtRate: per('paced', 'latencyUs.p99'),
+      ...(target && { target }),
     });
   }
   return out;
+}
+
+// The metrics endpoint to read around a scenario's runs: its own stack's, when
+// that runs the meter (a ceiling on a borrowed stack bypasses the app or drives
+// it directly: not metered).
+function meterUrl(name, stack) {
+  return SCENARIOS[name].stack && stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
 }
 
 // Run the whole bench. `o`: { scenarios, rounds, duration, connections,
@@ -195,12 +221,13 @@ async function runBench(o) {
     for (let round = 0; round < o.rounds; round++) {
       for (const name of roundOrder(o.scenarios, round)) {
         progress.start(`round ${round + 1}/${o.rounds} ${name} saturation (${o.driver})`, o.duration);
-        const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
+        const meter = meterUrl(name, stacks[stackOf(name, o.driver)]);
+        const sat = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'saturation', duration: o.duration }));
         progress.done();
         results.push({ round: round + 1, ...sat });
         if (o.cpuRate > 0) {
           progress.start(`round ${round + 1}/${o.rounds} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
-          const paced = await measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration });
+          const paced = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration }));
           progress.done();
           results.push({ round: round + 1, ...paced });
         }
@@ -218,4 +245,4 @@ async function runBench(o) {
   return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
 }
 
-module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS };
+module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET };

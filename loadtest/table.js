@@ -118,6 +118,22 @@ function verdict(x) {
   return `${text}: no consistent difference (the rounds disagree)`;
 }
 
+// A ratio's targets (Ratio.target: { reqPerSec: { min }, cpuUsPerReq: { max } }),
+// judged on the median, and whether every round met them too.
+function targetLines(x) {
+  const f = (n) => fixed(n, 2);
+  const what = { reqPerSec: 'req/s', cpuUsPerReq: 'server µs/req' };
+  return Object.entries(x.target || {}).map(([key, t]) => {
+    const s = x[key];
+    const label = `${x.name} ${what[key]}`;
+    if (!s || s.median == null) return `${label}: not measured`;
+    const ok = (v) => (t.min != null ? v >= t.min : v <= t.max);
+    const goal = t.min != null ? `≥ ${t.min}` : `≤ ${t.max}`;
+    const state = ok(s.median) ? (ok(t.min != null ? s.min : s.max) ? 'met in every round' : 'met by the median, not every round') : 'not met';
+    return `${label} ${spreadText(s, f)} (target ${goal}: ${state})`;
+  });
+}
+
 // The headline of a report: one line per run (loadtest) or per scenario and
 // A/B verdict (bench).
 function headlines(doc) {
@@ -127,6 +143,7 @@ function headlines(doc) {
     ...doc.summary.map((x) => `${x.scenario}: ${spreadText(x.reqPerSec)} req/s, p50 ${spreadText(x.latencyUs.p50)} µs, ` +
       `p99 ${spreadText(x.latencyUs.p99)} µs, ${x.errors + x.non2xx ? `${int(x.errors + x.non2xx)} errors` : 'no errors'}`),
     ...doc.ratios.map(verdict),
+    ...doc.ratios.flatMap(targetLines),
   ];
 }
 
@@ -167,4 +184,4 @@ function benchText(doc) {
   ].join('\n');
 }
 
-module.exports = { RESULT_HEAD, resultRow, headline, headlines, verdict, SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow, render, loadtestText, benchText, workersText };
+module.exports = { RESULT_HEAD, resultRow, headline, headlines, verdict, targetLines, SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow, render, loadtestText, benchText, workersText };

@@ -286,4 +286,4 @@ async function runTlsBench(o) {
   return { results, summary: summarise(results, clients, o.rounds), ratios: ratios(results, clients, o.rounds), gzip, crypto, fronts, clients };
 }
 
-module.exports = { runTlsBench, summarise, ratios, handshakesSince, signatureCost, pairs, SERVERS, CLIENTS };
+module.exports = { runTlsBench, summarise, ratios, handshakesSince, RESUMED, signatureCost, pairs, SERVERS, CLIENTS };

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 'use strict';
 // The suite runner behind `npm test`: node's test runner over each lane, the
-// lanes of a phase side by side, the phases one after another, the seconds of
-// every file in test/durations.txt and one closing line with the counts of all
-// lanes.
+// lanes of a chain one after another, the chains of a phase side by side, the
+// phases one after another; the seconds of every file in test/durations.txt and
+// one closing line with the counts of all lanes.
 //
 //   node test/run.js                    # every suite (what npm test runs after its set-up)
 //   node test/run.js integration faults # some of them
@@ -13,14 +13,16 @@
 // - local (integration and faults) runs one file at a time: many of them put a
 //   load through a real stack, and a second local file's load would be their
 //   neighbour's noise;
-// - e2e runs one file at a time: each boots its own hosts and spends most of its
-//   time in Ansible waiting on SSH and on the hosts' systemd.
-// The local and e2e lanes are one phase: they run side by side, since what one
-// waits on the other does not use. No test in either depends on how fast the
-// machine is (a load ends on the event the test waits for), so the other lane's
-// work is noise they tolerate, as any CI neighbour's.
-// The lane printed live is the first of its phase; the others' output is kept
-// and printed whole when that lane ends, so TAP streams never interleave.
+// - e2e runs two files at a time: each boots its own hosts and spends most of
+//   its time in Ansible waiting on SSH and on the hosts' systemd;
+// - checks runs two files at a time: real tools over rendered files (nginx -t,
+//   gixy, Ansible's own templating, ansible-lint), no load.
+// After unit, the local lane runs side by side with e2e then checks: what one
+// waits on the other does not use, and no test in either depends on how fast
+// the machine is (a load ends on the event the test waits for), so the other
+// chain's work is noise they tolerate, as any CI neighbour's.
+// The first chain of a phase prints live; the others' output is kept and
+// printed whole after it, so TAP streams never interleave.
 // Every lane runs even when one before it failed; the exit code is the first
 // failing lane's (0 when all passed).
 
@@ -31,11 +33,11 @@ const { spawn } = require('node:child_process');
 
 const ROOT = path.resolve(__dirname, '..');
 const PHASES = [
-  [{ name: 'unit', suites: ['unit'], concurrency: 2 }],
-  [{ name: 'local', suites: ['integration', 'faults'], concurrency: 1 },
-    { name: 'e2e', suites: ['e2e'], concurrency: 1 }],
+  [[{ name: 'unit', suites: ['unit'], concurrency: 2 }]],
+  [[{ name: 'local', suites: ['integration', 'faults'], concurrency: 1 }],
+    [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }, { name: 'checks', suites: ['checks'], concurrency: 2 }]],
 ];
-const SUITES = PHASES.flat().flatMap((l) => l.suites);
+const SUITES = PHASES.flat(2).flatMap((l) => l.suites);
 const DURATIONS = path.join(ROOT, 'test/durations.txt');
 // The summary node's TAP reporter ends a run with ("# pass 12").
 const COUNTS = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'];
@@ -66,35 +68,45 @@ function runLane(lane, files, table, out) {
     child.on('close', (code, signal) => {
       process.removeListener('SIGTERM', forward);
       const counts = Object.fromEntries(COUNTS.map((k) => [k, Number((new RegExp(`^# ${k} (\\d+)$`, 'm').exec(tail) || [])[1] || 0)]));
-      resolve({ code: code ?? (signal ? 1 : 0), seconds: (Date.now() - started) / 1000, counts });
+      resolve({ code: code ?? (signal ? 1 : 0), started, seconds: (Date.now() - started) / 1000, counts });
     });
   });
 }
 
-// The lanes of one phase side by side: the first printed live, the others kept
-// in memory and printed after it, each whole.
-async function runPhase(lanes, wanted, tmp) {
-  const runs = lanes.map((lane, i) => {
-    const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf);
-    if (!files.length) return null;
-    const kept = [];
-    const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(c);
-    const table = path.join(tmp, `${lane.name}.txt`);
-    return { lane, files, table, kept, done: runLane(lane, files, table, out) };
-  }).filter(Boolean);
+// The lanes of one chain one after another; `out` takes their TAP.
+async function runChain(chain, wanted, tmp, out) {
   const results = [];
-  for (const r of runs) {
-    const result = await r.done;
-    if (r.kept.length) process.stdout.write(Buffer.concat(r.kept));
-    results.push({ ...r, ...result });
+  for (const lane of chain) {
+    const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf);
+    if (!files.length) continue;
+    const table = path.join(tmp, `${lane.name}.txt`);
+    results.push({ lane, files, table, ...await runLane(lane, files, table, out) });
   }
   return results;
 }
 
-function laneReport(r, alongside) {
+// The chains of one phase side by side: the first printed live, the others
+// kept in memory and printed after it, each whole.
+async function runPhase(chains, wanted, tmp) {
+  const runs = chains.map((chain, i) => {
+    const kept = [];
+    const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(c);
+    return { kept, done: runChain(chain, wanted, tmp, out) };
+  });
+  const results = [];
+  for (const r of runs) {
+    results.push(...await r.done);
+    if (r.kept.length) process.stdout.write(Buffer.concat(r.kept));
+  }
+  return results;
+}
+
+// A lane's line (when it started, after the first lane's start, and its wall
+// time) and its files' seconds.
+function laneReport(r, t0) {
   const rows = fs.existsSync(r.table) ? fs.readFileSync(r.table, 'utf8').trimEnd() : '(no durations: the runner stopped first)';
-  const beside = alongside.length ? `, beside ${alongside.join(' and ')}` : '';
-  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time${beside}, ${r.seconds.toFixed(1)} s wall, exit ${r.code}\n${rows}`;
+  const from = ((r.started - t0) / 1000).toFixed(0);
+  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time, from +${from} s, ${r.seconds.toFixed(1)} s wall, exit ${r.code}\n${rows}`;
 }
 
 async function main(argv) {
@@ -115,7 +127,7 @@ async function main(argv) {
       for (const r of results) {
         if (r.code && !exit) exit = r.code;
         for (const k of COUNTS) total[k] += r.counts[k];
-        report.push(laneReport(r, results.filter((o) => o !== r).map((o) => o.lane.name)));
+        report.push(laneReport(r, started));
       }
     }
   } finally {
@@ -123,7 +135,7 @@ async function main(argv) {
   }
   const text = `${report.join('\n\n')}\n\nall lanes: ${((Date.now() - started) / 1000).toFixed(1)} s wall\n`;
   fs.writeFileSync(DURATIONS, text);
-  process.stdout.write(`# seconds per test file (sum of its top-level tests), in ${path.relative(ROOT, DURATIONS)}:\n${text.replace(/^/gm, '# ')}`);
+  process.stdout.write(`# seconds per test file (sum of its top-level tests), in ${path.relative(ROOT, DURATIONS)}:\n${text.trimEnd().replace(/^/gm, '# ')}\n`);
   // One closing line over every lane (each lane's TAP ends with its own counts).
   const failed = total.fail + total.cancelled;
   process.stdout.write(`tests: ${total.pass} passed, ${failed} failed, ${total.skipped} skipped\n`);

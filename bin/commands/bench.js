@@ -1,6 +1,6 @@
 'use strict';
 // `tunekit bench`: stock vs kit-tuned TCP vs kit-tuned UDS, with the
-// nginx-static and direct ceilings, A/B interleaved rounds, medians with
+// nginx-static, direct and bare ceilings and metrics off, A/B interleaved rounds, medians with
 // min–max and per-round ratios. Writes JSON, Markdown and HTML reports
 // (default loadtest/results/bench.*). The harness is loadtest/scenarios.js.
 

@@ -18,7 +18,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { runCommand, until } = require('../lib/util');
-const { bootHosts, stopHosts } = require('../lib/nspawn');
+const { bootHosts, stopHosts, copyInto } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { rolloutSteps } = require('../lib/rollout');
 const { resolve } = require('../../lib/config');
@@ -99,11 +99,19 @@ async function checkMetrics(h, workers) {
     ['tunekit_mtail', [`${a}:${vars.tunekit_metrics_mtail_port}`]],
     ['tunekit_node', [`${a}:${vars.tunekit_metrics_node_exporter_port}`]],
   ]);
-  // `tunekit status` (being written on its own branch): once it exists, assert
-  // here that it prints the table for this host, run on the host over ssh.
+  // `tunekit status` on the host, as an operator runs it there (a copy of the kit
+  // with its npm packages, docs/observability.md): it reads the same endpoints, so
+  // it sees a row per worker slot, nginx's counters and the app socket's queue.
+  for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'package.json']) copyInto(h, path.join(ROOT, d), path.join('opt/tunekit-kit', d));
+  const st = await h.ssh(`node /opt/tunekit-kit/bin/tunekit.js status --json --app-config ${vars.tunekit_app_config_path}`);
+  assert.equal(st.code, 0, `tunekit status on ${h.name} (exit ${st.code}):\n${st.stdout}\n${st.stderr}`);
+  const d = JSON.parse(st.stdout);
+  assert.equal(d.workers.filter((w) => w.worker !== 'spare').length, workers, `tunekit status rows on ${h.name}: ${st.stdout}`);
+  assert.ok(d.nginx.accepted > 0 && d.nginx.accepted === d.nginx.handled, `nginx in tunekit status on ${h.name}: ${JSON.stringify(d.nginx)}`);
+  assert.deepEqual(d.acceptQueue.sockets.map((s) => s.limit), [vars.tunekit_app_backlog], `the socket's queue in tunekit status on ${h.name}`);
 }
 
-test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, async (t) => {
+test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
     await stopHosts(hosts);
@@ -168,8 +176,8 @@ test('site.yml onto two booted systemd hosts', { timeout: 22 * 60 * 1000 }, asyn
 
       // nginx's stub_status (status.conf) answers the exporter on the host's loopback;
       // nothing listens on that port on the host's network address.
-      const stub = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
-      assert.match(await sh(h, `curl -s http://127.0.0.1:${stub}`), /^Active connections: \d+\s+server accepts handled requests/);
+      const statusUrl = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
+      assert.match(await sh(h, `curl -s http://127.0.0.1:${statusUrl}`), /^Active connections: \d+\s+server accepts handled requests/);
       await assert.rejects(ansible.get(h.ip, vars.tunekit_nginx_status_port, vars.tunekit_nginx_status_path), { code: 'ECONNREFUSED' });
 
       await checkMetrics(h, body.workers);

@@ -47,6 +47,22 @@ const TLS_NAME = 'localhost';
 const TLS_VARS = { tunekit_nginx_tls: true, tunekit_nginx_server_name: TLS_NAME };
 const CA_ON_HOST = '/etc/tunekit-e2e/ca.pem';
 
+/**
+ * A play limited to host h that must fail before anything is deployed: timed
+ * into times[key], refused (`deployed` says what a success would mean), and none
+ * of the kit's files on the host. Resolves the play's result for its message.
+ */
+async function refusedPlay({ h, runner, times }, key, args, deployed) {
+  const t0 = Date.now();
+  const r = await runner.playbook(args, { limit: h.name });
+  times[key] = Math.round((Date.now() - t0) / 1000);
+  assert.notEqual(r.code, 0, deployed);
+  for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
+    assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
+  }
+  return r;
+}
+
 // The matrix: one entry per distribution. `hostVars` are the host's own
 // variables from the start; `before` runs before the one deploy of every host
 // (every entry's at once; it may add host variables); `deployed` checks what
@@ -63,15 +79,9 @@ const MATRIX = [
     before: {
       title: "Debian 11: Debian's Node 12 is refused before anything is deployed",
       async run({ h, runner, version, times }) {
-        const t0 = Date.now();
-        const r = await runner.playbook([], { limit: h.name });
-        times.bullseyeRefusalS = Math.round((Date.now() - t0) / 1000);
-        assert.notEqual(r.code, 0, 'the play deployed onto Node 12');
+        const r = await refusedPlay({ h, runner, times }, 'bullseyeRefusalS', [], 'the play deployed onto Node 12');
         assert.match(r.out, new RegExp(`Node ${escape(version.node.slice(1))} \\(/usr/bin/node\\) on ${h.name} is too old;\\s+tunekit needs Node ${escape(MIN_NODE)} or newer`));
         assert.match(r.out, /point tunekit_node_bin at it and set\s+tunekit_install_node: false/);
-        for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
-          assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
-        }
         // A Node the user installed: this machine's, which runs on Debian 11's glibc.
         const dest = path.join(h.root, NODE_ON_HOST);
         fs.mkdirSync(path.dirname(dest), { recursive: true });
@@ -92,15 +102,10 @@ const MATRIX = [
     before: {
       title: 'Debian 12: HTTP/3 is refused by name before anything is deployed (nginx 1.22 has no ngx_http_v3_module)',
       async run({ h, runner, version, times }) {
-        const t0 = Date.now();
-        const r = await runner.playbook(['-e', JSON.stringify({ ...TLS_VARS, tunekit_nginx_http3: true })], { limit: h.name });
-        times.bookwormHttp3RefusalS = Math.round((Date.now() - t0) / 1000);
-        assert.notEqual(r.code, 0, 'the play deployed HTTP/3 onto nginx 1.22');
+        const r = await refusedPlay({ h, runner, times }, 'bookwormHttp3RefusalS', ['-e', JSON.stringify({ ...TLS_VARS, tunekit_nginx_http3: true })],
+          'the play deployed HTTP/3 onto nginx 1.22');
         assert.match(r.out, new RegExp(`tunekit_nginx_http3=true needs nginx ${escape(vars.tunekit_nginx_versions.features.http3.since)} or later, and\\s+` +
           `tunekit_nginx_version=${escape(version.nginx)}: this nginx has no HTTP/3;.*\\s+.*set tunekit_nginx_http3: false`));
-        for (const p of [vars.tunekit_nginx_include_dir, `/etc/systemd/system/${vars.tunekit_app_name}.service`, `/etc/sysctl.d/${vars.tunekit_sysctl_file}`, vars.tunekit_app_install_dir]) {
-          assert.equal((await h.ssh(`test -e ${p}`)).code, 1, `${p} exists after the refusal`);
-        }
       },
     },
     after: {
@@ -159,7 +164,7 @@ const MATRIX = [
   },
 ];
 
-test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 25 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
+test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 45 * 60 * 1000, concurrency: MATRIX.length }, async (t) => {
   const hosts = {};
   let runner;
   let passed = false;

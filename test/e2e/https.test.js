@@ -75,7 +75,7 @@ async function requestWithSession(h, ca, session) {
   return { reused, status: Number(/^HTTP\/1\.1 (\d+)/.exec(body)?.[1]), session: next };
 }
 
-test('site.yml with the HTTPS front', { timeout: 15 * 60 * 1000 }, async (t) => {
+test('site.yml with the HTTPS front', { timeout: 30 * 60 * 1000 }, async (t) => {
   let hosts = [];
   let runner;
   let passed = false;

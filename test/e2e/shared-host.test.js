@@ -52,7 +52,7 @@ const QUIC_SITE = (port) => `server {
 }
 `;
 
-test('site.yml on a host that already serves a site of its own', { timeout: 12 * 60 * 1000 }, async (t) => {
+test('site.yml on a host that already serves a site of its own', { timeout: 30 * 60 * 1000 }, async (t) => {
   let hosts = [];
   let runner;
   let passed = false;

@@ -11,10 +11,10 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const net = require('node:net');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
-const { stopAfter, doctor, errorLog, burst } = require('./stack');
+const { stopAfter, doctor, errorLog, burst, nofileLowering } = require('./stack');
 const { until } = require('../lib/util');
 
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
@@ -47,27 +47,14 @@ function readsLimit(pid, timeoutMs = 30_000) {
 }
 
 test('app open-files limit too low (EMFILE): 502 for the connections past it, the worker logs it once and keeps serving, doctor names the limit', { timeout: 120_000 }, async (t) => {
-  // The limits are given back before the stack stops (hooks run in order), so a
-  // worker drains with the descriptors it needs.
-  const lowered = [];
-  t.after(() => {
-    for (const { pid, was } of lowered) spawnSync('prlimit', ['--pid', String(pid), `--nofile=${was}`]);
-  });
+  const lower = nofileLowering(t);
   const stack = await startStack({ upstream: 'uds', workers: 1 });
   stopAfter(t, stack);
   assert.equal((await fetch(stack.url)).status, 200);
   // Room for 8 more descriptors in each app child (the worker, and a spare if the
   // runner keeps one), set on the running processes as a low LimitNOFILE= would.
   const children = stack.pids().app.slice(1);
-  const limits = [];
-  for (const pid of children) {
-    const room = fs.readdirSync(`/proc/${pid}/fd`).length + 8;
-    const [soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
-    lowered.push({ pid, was: `${soft}:${hard}` });
-    const r = spawnSync('prlimit', ['--pid', String(pid), `--nofile=${room}:${room}`], { encoding: 'utf8' });
-    assert.equal(r.status, 0, `prlimit --pid ${pid}: ${r.stderr}`);
-    limits.push(room);
-  }
+  const limits = lower(children);
 
   // The worker reads its limit again every second (app/worker.js): wait until it has.
   for (const pid of stack.ready.workers) await readsLimit(pid);

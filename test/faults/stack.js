@@ -57,4 +57,26 @@ async function burst(url, n = 16) {
 /** nginx's error log, one entry per line. */
 const errorLog = (stack) => fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter(Boolean);
 
-module.exports = { startHashStack, stopAfter, doctor, doctorAt, errorLog, burst };
+/**
+ * Lowers the open-files limit of running processes, as a low LimitNOFILE= would:
+ * `lower(pids, extra)` leaves each room for `extra` more descriptors than it
+ * holds and returns those limits. Call it before the stack starts: the limits
+ * are given back before the stack stops (after hooks run in order), so a worker
+ * drains with the descriptors it needs.
+ */
+function nofileLowering(t) {
+  const lowered = [];
+  t.after(() => {
+    for (const { pid, was } of lowered) spawnSync('prlimit', ['--pid', String(pid), `--nofile=${was}`]);
+  });
+  return (pids, extra = 8) => pids.map((pid) => {
+    const room = fs.readdirSync(`/proc/${pid}/fd`).length + extra;
+    const [soft, hard] = /Max open files\s+(\S+)\s+(\S+)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8')).slice(1);
+    lowered.push({ pid, was: `${soft}:${hard}` });
+    const r = spawnSync('prlimit', ['--pid', String(pid), `--nofile=${room}:${room}`], { encoding: 'utf8' });
+    assert.equal(r.status, 0, `prlimit --pid ${pid}: ${r.stderr}`);
+    return room;
+  });
+}
+
+module.exports = { startHashStack, stopAfter, doctor, doctorAt, errorLog, burst, nofileLowering };

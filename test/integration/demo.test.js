@@ -104,6 +104,11 @@ test('tunekit demo --keep leaves it running; the printed stop command removes ev
   const d = spawnSync(process.execPath, [CLI, ...audit], { encoding: 'utf8', cwd: ROOT });
   assert.equal(d.status, 0, d.stdout + d.stderr);
   assert.match(d.stdout, /^ok +\[keepalive-race\] .*\(live \/healthz\)/m);
+  // `status` with the same files reads this stack: a row per app worker the demo printed.
+  const st = spawnSync(process.execPath, [CLI, 'status', '--json', ...audit.slice(1)], { encoding: 'utf8', cwd: ROOT });
+  assert.equal(st.status, 0, st.stderr);
+  const rows = JSON.parse(st.stdout).workers.map((w) => w.pid);
+  for (const pid of pids.app.slice(1)) assert.ok(rows.includes(pid), `status has app worker ${pid}: ${rows}`);
   const byHand = r.stdout.match(/^or by hand:\n {2}(.*)$/m)[1];
   assert.ok(byHand.startsWith(`kill -QUIT ${pids.nginx[0]}; kill -TERM ${pids.app[0]}; while kill -0 ${pids.app[0]} `), byHand);
   assert.ok(byHand.endsWith(`done; rm -rf ${dir}`), byHand);

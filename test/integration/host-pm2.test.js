@@ -306,6 +306,15 @@ test('metrics under PM2: instance I serves its own on the base port + I, in the 
     return scraped;
   };
   const first = await check('after start');
+  // `tunekit status` reads PM2's instances from app.json's base port upward: a row each, with its pid.
+  await startNginx(ctx);
+  const st = await runCommand(process.execPath, [CLI, 'status', '--json', '--app-config', ctx.pv.tunekit_app_config_path,
+    '--nginx-conf', path.join(ctx.pv.tunekit_nginx_conf_dir, 'nginx.conf')], { env: ctx.env, timeoutMs: 60000 });
+  assert.equal(st.code, 0, st.out);
+  const seen = JSON.parse(st.stdout);
+  assert.equal(seen.app.runBy, 'pm2');
+  assert.deepEqual(seen.workers.map((w) => w.pid).sort(), first.map((s) => s.info[0].pid).sort());
+  assert.equal(seen.app.restarts, null, 'no primary of ours: pm2 ls has the restarts');
   assert.equal(first[0].served + first[1].served, 20 + 1, 'the two instances together counted every request sent to the socket');
   await pm2(ctx, ['reload', name]);
   const second = await check('after pm2 reload');

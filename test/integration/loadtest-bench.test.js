@@ -1,6 +1,6 @@
 'use strict';
 // `tunekit bench`, short: every scenario (stock, tcp, uds, sticky, metrics-off,
-// nginx-static, direct) in interleaved rounds, medians and ratios computed, reports
+// bare, nginx-static, direct) in interleaved rounds, medians and ratios computed, reports
 // written, everything torn down. Invariants only — the speed figures of a
 // 1-second run on a shared machine mean nothing, and no test asserts them.
 
@@ -11,6 +11,8 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { alive } = require('../../lib/proc');
+const { startStack } = require('../../lib/stack');
+const { BARE_PROGRAM } = require('../../loadtest/scenarios');
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -36,7 +38,7 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
   });
   assert.equal(r.code, 0, r.stderr);
   const doc = JSON.parse(fs.readFileSync(out('json'), 'utf8'));
-  const names = ['stock', 'tcp', 'uds', 'sticky', 'metrics-off', 'nginx-static', 'direct'];
+  const names = ['stock', 'tcp', 'uds', 'sticky', 'metrics-off', 'bare', 'nginx-static', 'direct'];
   assert.deepEqual(doc.summary.map((s) => s.scenario), names);
   assert.equal(doc.results.length, names.length * 2 * 2, 'saturation + paced, per scenario, per round');
 
@@ -63,6 +65,21 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
       assert.equal(Object.values(x.workers.byPid).reduce((a, b) => a + b, 0), x.workers.sampled, 'the share adds up');
     }
   }
+  // The runner's meter counted every answered request of its stacks' runs (read
+  // before and after each); the stacks without it, and the ceilings, are not metered.
+  for (const x of doc.results) {
+    if (['stock', 'tcp', 'uds', 'sticky'].includes(x.scenario)) {
+      assert.ok(x.metered.requests >= x.requests.completed, `${x.scenario} r${x.round} ${x.mode}: metered ${x.metered.requests} of ${x.requests.completed}`);
+    } else {
+      assert.equal(x.metered, null, `${x.scenario}: no meter`);
+    }
+  }
+  // bare: the plain cluster's workers (its ready line) answered, with the example
+  // app's body (the share counts its "pid": field), no runner process among them.
+  for (const x of doc.results.filter((y) => y.scenario === 'bare')) {
+    assert.equal(x.workers.expected, 2, 'bare: the two workers of its ready line');
+    assert.ok(x.server.appCpuUs > 0 && x.server.nginxCpuUs > 0, 'bare: nginx and the cluster both accounted');
+  }
   // nginx-static is nginx alone: no app CPU; direct is the app alone: no nginx CPU.
   for (const x of doc.results.filter((y) => y.scenario === 'nginx-static')) assert.equal(x.server.appCpuUs, 0);
   for (const x of doc.results.filter((y) => y.scenario === 'direct')) assert.equal(x.server.nginxCpuUs, 0);
@@ -72,7 +89,7 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
     assert.ok(s.reqPerSec.min <= s.reqPerSec.median && s.reqPerSec.median <= s.reqPerSec.max);
     assert.equal(s.atRate.rate, 200);
   }
-  assert.deepEqual(doc.ratios.map((x) => x.name), ['uds/stock', 'uds/tcp', 'uds/direct', 'tcp/stock', 'sticky/uds', 'metrics-off/uds']);
+  assert.deepEqual(doc.ratios.map((x) => x.name), ['uds/stock', 'uds/tcp', 'uds/direct', 'uds/metrics-off', 'uds/bare', 'tcp/stock', 'sticky/uds']);
   for (const x of doc.ratios) {
     assert.ok(x.reqPerSec.median > 0 && x.cpuUsPerReq.median > 0 && x.cpuUsPerReqAtRate.median > 0, `${x.name} computed`);
     assert.equal(x.reqPerSec.n, 2, 'one ratio per round');
@@ -85,4 +102,28 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
   const pids = new Set(doc.results.flatMap((x) => [...x.server.pids.nginx, ...x.server.pids.app]));
   assert.ok(pids.size >= 10);
   assert.deepEqual([...pids].filter(alive), [], 'no process left running');
+});
+
+test('the bare cluster: the example app through the tuned nginx on its socket, stopped by pid, socket removed', async (t) => {
+  const stack = await startStack({ upstream: 'uds', profile: 'tuned', workers: 2, set: ['tunekit_metrics=false'], appProgram: BARE_PROGRAM });
+  t.after(() => stack.stop());
+  assert.equal(stack.ready.workers.length, 2, 'two workers in its ready line');
+  assert.equal(stack.appListen, `unix:${stack.socketPath}`);
+  assert.ok(fs.statSync(stack.socketPath).isSocket());
+  const { nginx, app } = stack.pids();
+  assert.deepEqual(app.slice(1).sort(), [...stack.ready.workers].sort(), 'the primary and its two workers, no spare');
+  const body = await new Promise((resolve, reject) => {
+    require('node:http').get(stack.url, { agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve(JSON.parse(text)));
+    }).on('error', reject);
+  });
+  assert.equal(body.ok, true, 'the example app answers');
+  assert.ok(stack.ready.workers.includes(body.pid), 'from one of the bare workers');
+  assert.equal(typeof body.worker, 'number');
+  await stack.stop();
+  // The bare primary exits 0 only when the socket path it bound is gone.
+  assert.deepEqual(await stack.appExited, { code: 0, signal: null });
+  assert.deepEqual([...nginx, ...app].filter(alive), [], 'no process left running');
 });

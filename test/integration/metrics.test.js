@@ -198,8 +198,8 @@ test('nginx out of worker_connections: mtail counts its "not enough" lines, as m
     counted = (await scrape(url)).get('tunekit_nginx_worker_connections_exhausted_total');
     return lines > 0 && counted === lines;
   }, 30_000, 200).catch((err) => { throw new Error(`${err.message}; nginx wrote ${lines}, mtail counted ${counted}; clients: ${JSON.stringify(outcome)}`); });
-  const stub = /(\d+) (\d+) (\d+)/.exec(await (await fetch(status)).text());
-  t.diagnostic(`clients: ${JSON.stringify(outcome)}; nginx wrote ${lines} "not enough" lines, mtail counted ${counted}; stub_status accepts ${stub[1]} handled ${stub[2]}`);
+  const counts = /(\d+) (\d+) (\d+)/.exec(await (await fetch(status)).text());
+  t.diagnostic(`clients: ${JSON.stringify(outcome)}; nginx wrote ${lines} "not enough" lines, mtail counted ${counted}; stub_status accepts ${counts[1]} handled ${counts[2]}`);
 });
 
 /** One HTTPS GET through agent (trusting ca): the status code. */

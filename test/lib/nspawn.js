@@ -488,7 +488,15 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-module.exports = { ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
+/** Copy SRC (a file or a tree, modes kept) to REL under a booted host's root, as if placed on the host. */
+function copyInto(host, src, rel) {
+  const dest = path.join(host.root, rel);
+  fs.mkdirSync(path.dirname(dest), { recursive: true });
+  const r = spawnSync('cp', ['-a', '--reflink=auto', src, dest], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`cp ${src} ${dest}: ${r.stderr || r.error}`);
+}
+
+module.exports = { copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
 
 if (require.main === module) {
   if (process.argv[2] === 'build') console.log(ensureRootfs({ suite: process.argv[3] || DEFAULT_SUITE }));

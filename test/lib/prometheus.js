@@ -1,8 +1,9 @@
 'use strict';
 // A real Prometheus (Debian's `prometheus` package) for a test: started on
 // 127.0.0.1 on a free port with its own storage in a temp dir and a config this
-// writes (scrape_interval 1s), stopped by its pid when the test ends (also when
-// it fails). Queries go through its HTTP API.
+// writes (scrape_interval and evaluation_interval 1s, the rule files it is given),
+// stopped by its pid when the test ends (also when it fails). Queries go through
+// its HTTP API.
 //
 //   const prom = await startPrometheus(t, { jobs: { tunekit_app: ['127.0.0.1:9464'] } });
 //   await prom.scrapedAfter('tunekit_app', Date.now());   // a successful scrape that began after then
@@ -37,8 +38,10 @@ function get(url) {
   });
 }
 
-function writeConfig(dir, jobs) {
-  const lines = ['global:', '  scrape_interval: 1s', '  scrape_timeout: 1s', 'scrape_configs:'];
+function writeConfig(dir, jobs, rules) {
+  const lines = ['global:', '  scrape_interval: 1s', '  scrape_timeout: 1s', '  evaluation_interval: 1s'];
+  if (rules.length) lines.push('rule_files:', ...rules.map((f) => `  - '${f}'`));
+  lines.push('scrape_configs:');
   for (const [job, targets] of Object.entries(jobs)) {
     lines.push(`  - job_name: ${job}`, '    static_configs:', `      - targets: [${targets.map((x) => `'${x}'`).join(', ')}]`);
   }
@@ -47,14 +50,14 @@ function writeConfig(dir, jobs) {
   return file;
 }
 
-/** Start Prometheus scraping `jobs` ({ job: ['host:port', ...] }); stopped in t.after. */
-async function startPrometheus(t, { jobs }) {
+/** Start Prometheus scraping `jobs` ({ job: ['host:port', ...] }) with `rules` (rule files); stopped in t.after. */
+async function startPrometheus(t, { jobs, rules = [] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-prometheus-'));
   const port = await freePort();
   const log = path.join(dir, 'prometheus.log');
   const out = fs.openSync(log, 'a');
   const child = spawn(PROMETHEUS, [
-    `--config.file=${writeConfig(dir, jobs)}`,
+    `--config.file=${writeConfig(dir, jobs, rules)}`,
     `--storage.tsdb.path=${path.join(dir, 'data')}`,
     `--web.listen-address=127.0.0.1:${port}`,
   ], { stdio: ['ignore', out, out] });
@@ -74,6 +77,8 @@ async function startPrometheus(t, { jobs }) {
     return get(`${base}/-/ready`).then(() => true);
   }, 60000, 200);
 
+  /** GET an API path (`/api/v1/alerts`): its data. */
+  const api = async (p) => JSON.parse(await get(`${base}${p}`)).data;
   const query = async (expr) => {
     const r = JSON.parse(await get(`${base}/api/v1/query?query=${encodeURIComponent(expr)}`));
     return r.data.result.map((row) => ({ labels: row.metric, value: Number(row.value[1]) }));
@@ -83,7 +88,7 @@ async function startPrometheus(t, { jobs }) {
     const rows = await query(`timestamp(up{job="${job}"} == 1)`);
     return rows.length > 0 && rows.every((row) => row.value * 1000 >= sinceMs);
   }, timeoutMs, 200);
-  return { url: base, pid: child.pid, query, scrapedAfter, log };
+  return { url: base, pid: child.pid, api, query, scrapedAfter, log };
 }
 
 module.exports = { startPrometheus, PROMETHEUS, PROMTOOL };

@@ -65,7 +65,7 @@ test('promtool test rules: every alert fires on its failure\'s series, and a bro
   // The same tests against a rules file whose keep-alive alert reads the wrong cause: they fail.
   const dir = tmpdir(t);
   fs.mkdirSync(path.join(dir, 'tests'));
-  fs.writeFileSync(path.join(dir, 'tunekit.rules.yml'), fs.readFileSync(RULES, 'utf8').replace('cause="closed_early"', 'cause="refused"'));
+  fs.writeFileSync(path.join(dir, 'tunekit.rules.yml'), fs.readFileSync(RULES, 'utf8').replaceAll('cause="closed_early"', 'cause="refused"'));
   for (const f of files) fs.copyFileSync(path.join(TESTS, f), path.join(dir, 'tests', f));
   const broken = await promtool(['test', 'rules', ...files], { cwd: path.join(dir, 'tests') });
   assert.equal(broken.code, 1, broken.out);

@@ -27,7 +27,11 @@ async function metered(t, statuses) {
     res.end('x');
   });
   srv.on('connection', (socket) => metrics.countConnection(meter, socket));
-  srv.on('request', (req, res) => metrics.countRequest(meter, req, res));
+  // As the worker's dispatcher does: counted at the start, the class at its close.
+  srv.on('request', (req, res) => {
+    const connection = metrics.countRequest(meter, req);
+    res.once('close', () => metrics.countResponse(meter, res.statusCode, connection));
+  });
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   t.after(() => srv.close());
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -140,4 +144,25 @@ test('app.json renders the switch and the address from the definition', () => {
   assert.equal(d.metrics, true);
   assert.equal(d.metricsListen, 'tcp:127.0.0.1:9464');
   assert.ok(fs.readFileSync(require.resolve('../../app/settings.json.j2'), 'utf8').includes('tunekit_metrics_listen'));
+});
+
+test('a sample at the open-files limit: no throw (a scrape must not kill the worker), every descriptor counted open, the last limit read', () => {
+  // A child process at its soft limit (prlimit), every descriptor taken, samples itself.
+  const script = `
+    const fs = require('node:fs');
+    const metrics = require(${JSON.stringify(require.resolve('../../app/metrics'))});
+    const meter = metrics.createMeter();
+    metrics.sample(meter, null); // the limit read while there is room
+    const held = [];
+    try { for (;;) held.push(fs.openSync('/dev/null', 'r')); } catch (err) { if (err.code !== 'EMFILE') throw err; }
+    const s = metrics.sample(meter, null);
+    process.stdout.write(JSON.stringify({ openFds: s.openFds, maxFds: s.maxFds, rss: s.rss, heapUsed: s.heapUsed }));
+  `;
+  const r = require('node:child_process').spawnSync('prlimit', ['--nofile=64:64', process.execPath, '-e', script], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `the sample at the limit threw: ${r.stderr.slice(-800)}`);
+  const s = JSON.parse(r.stdout);
+  assert.equal(s.maxFds, 64, 'the limit read before it was reached');
+  assert.equal(s.openFds, 64, 'every descriptor of the limit open');
+  assert.equal(s.rss, null, 'the rss left out (it needs /proc/self/stat)');
+  assert.ok(s.heapUsed > 0, 'the heap from V8');
 });

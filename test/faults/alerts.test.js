@@ -1,0 +1,252 @@
+'use strict';
+// The shipped alerts (metrics/tunekit.rules.yml) on the faults this suite makes,
+// through the parts a host runs: a real Prometheus (Debian's) scraping mtail over
+// nginx's logs (metrics/nginx.mtail), Debian's node_exporter reading the queue
+// sampler's textfile (metrics/queue-sampler.js), prometheus-nginx-exporter on the
+// stub_status listener and the runner's own endpoint, job names as
+// docs/observability.md sets them up. Each case has a fresh stack, exporters and
+// Prometheus (a fresh TSDB: one fault's counters never linger in the next one's
+// windows). Each fault's expected alert must fire and no other; a healthy stack
+// under the same kind of load fires none.
+//
+// What the test changes in the shipped file: every alert's `for:` becomes 0, so
+// an alert fires on the first evaluation whose expression holds (the `for:` holds
+// are covered by `promtool test rules`, metrics/tests/alerts.test.yml). The
+// expressions, windows ([5m], [10m]) and thresholds are the shipped ones: the
+// TSDB starts empty, so a window holds only this case's samples.
+//
+// Not here: node_exporter's netstat collector (ListenOverflows, the TCP half of
+// TunekitAcceptQueueOverflow). That counter is the whole host's, and other tests
+// on a shared machine overflow TCP queues on purpose; the promtool tests cover it.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const http = require('node:http');
+const { spawn } = require('node:child_process');
+const YAML = require('yaml');
+const { startStack } = require('../../lib/stack');
+const { freePort, alive, signal } = require('../../lib/proc');
+const { startPrometheus } = require('../lib/prometheus');
+const { until } = require('../lib/util');
+const { stopAfter, startHashStack, nofileLowering } = require('./stack');
+
+const ROOT = path.resolve(__dirname, '../..');
+const RULES = path.join(ROOT, 'metrics/tunekit.rules.yml');
+const SAMPLER = path.join(ROOT, 'metrics/queue-sampler.js');
+const MTAIL_PROG = path.join(ROOT, 'metrics/nginx.mtail');
+const FIRE_WITHIN_MS = 60_000; // bound on the wait for an alert (and on each fault's load)
+const QUIET_EVALUATIONS = 3; // rule-group evaluations that must pass, after the load was scraped, with nothing firing
+
+/** The shipped rules with every alert's `for:` dropped (fires on the first evaluation that holds). */
+function rulesWithoutHold(dir) {
+  const doc = YAML.parse(fs.readFileSync(RULES, 'utf8'));
+  for (const g of doc.groups) for (const r of g.rules) if (r.alert) delete r.for;
+  const file = path.join(dir, 'tunekit.rules.yml');
+  fs.writeFileSync(file, YAML.stringify(doc));
+  return file;
+}
+
+/** Spawn a long-running helper, its output in dir/NAME.log, killed by its pid in t.after. */
+function daemon(t, dir, name, cmd, args) {
+  const log = path.join(dir, `${name}.log`);
+  const out = fs.openSync(log, 'a');
+  const child = spawn(cmd, args, { stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  t.after(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    signal(child.pid, 'SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
+    if (alive(child.pid)) signal(child.pid, 'SIGKILL');
+  });
+  return { child, log };
+}
+
+/**
+ * mtail on the stack's two nginx logs, the queue sampler into a textfile directory
+ * read by node_exporter (textfile collector only), the nginx exporter on
+ * stub_status, and Prometheus with the rules over all of them and the runner.
+ */
+async function observe(t, stack) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-alerts-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const progs = path.join(dir, 'progs');
+  const textfiles = path.join(dir, 'textfile');
+  fs.mkdirSync(progs);
+  fs.mkdirSync(textfiles);
+  fs.copyFileSync(MTAIL_PROG, path.join(progs, 'nginx.mtail'));
+  const [mtailPort, nodePort, nginxExpPort] = [await freePort(), await freePort(), await freePort()];
+  const v = stack.vars;
+  daemon(t, dir, 'mtail', '/usr/bin/mtail', ['-progs', progs, '-logs', `${stack.errorLogPath},${stack.accessLogPath}`,
+    '-address', '127.0.0.1', '-port', String(mtailPort), '-logtostderr', '-poll_interval', '250ms']);
+  daemon(t, dir, 'sampler', process.execPath, [SAMPLER, '--textfile-dir', textfiles, '--unix', stack.socketPath,
+    '--tcp', `127.0.0.1:${stack.port}`, '--app-config', v.tunekit_app_config_path,
+    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'), '--interval-s', '1']);
+  daemon(t, dir, 'node_exporter', '/usr/bin/prometheus-node-exporter', ['--collector.disable-defaults', '--collector.textfile',
+    `--collector.textfile.directory=${textfiles}`, `--web.listen-address=127.0.0.1:${nodePort}`]);
+  daemon(t, dir, 'nginx_exporter', '/usr/bin/prometheus-nginx-exporter',
+    ['-nginx.scrape-uri', `http://127.0.0.1:${v.tunekit_nginx_status_port}${v.tunekit_nginx_status_path}`,
+      '-web.listen-address', `127.0.0.1:${nginxExpPort}`]);
+  const jobs = {
+    tunekit_app: [new URL(stack.metrics[0].url).host],
+    nginx: [`127.0.0.1:${nginxExpPort}`],
+    mtail: [`127.0.0.1:${mtailPort}`],
+    node: [`127.0.0.1:${nodePort}`],
+  };
+  const prom = await startPrometheus(t, { jobs, rules: [rulesWithoutHold(dir)] });
+  // Every source answers, the sampler's file is read and nginx's stub_status is up.
+  const since = Date.now();
+  for (const job of Object.keys(jobs)) await prom.scrapedAfter(job, since, FIRE_WITHIN_MS);
+  await until('the sampler\'s tunekit_setting and nginx_up = 1 in Prometheus', async () => (
+    (await prom.query('tunekit_setting')).length > 0 && (await prom.query('nginx_up == 1')).length === 1), FIRE_WITHIN_MS, 250);
+  return { prom, dir };
+}
+
+/** The alert names Prometheus has pending or firing now. */
+async function active(prom) {
+  return (await prom.api('/api/v1/alerts')).alerts.map((a) => a.labels.alertname);
+}
+
+/** The latest lastEvaluation of the rule group (ms since the epoch). */
+async function lastEvaluation(prom) {
+  const groups = (await prom.api('/api/v1/rules')).groups;
+  return Math.max(...groups.map((g) => Date.parse(g.lastEvaluation)));
+}
+
+/**
+ * Runs `round()` (one bounded piece of load) again and again until every alert of
+ * `expected` fires (or FIRE_WITHIN_MS); then QUIET_EVALUATIONS more evaluations.
+ * Returns the seconds to firing and every alert seen active on the way.
+ */
+async function untilFiring(prom, expected, round) {
+  const seen = new Set();
+  const started = Date.now();
+  let firedAt = null;
+  while (!firedAt && Date.now() - started < FIRE_WITHIN_MS) {
+    if (round) await round();
+    for (const name of await active(prom)) seen.add(name);
+    if (expected.every((n) => seen.has(n))) firedAt = Date.now();
+    else if (!round) await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.ok(firedAt, `within ${FIRE_WITHIN_MS / 1000} s ${expected.join(', ')} fired (seen: ${[...seen].join(', ') || 'none'})`);
+  await evaluationsAfter(prom, Date.now(), seen);
+  return { seconds: (firedAt - started) / 1000, seen: [...seen].sort() };
+}
+
+/** Waits until the rule group was evaluated QUIET_EVALUATIONS times after `sinceMs`, noting the active alerts. */
+async function evaluationsAfter(prom, sinceMs, seen) {
+  const evaluations = new Set();
+  await until(`${QUIET_EVALUATIONS} rule evaluations after ${new Date(sinceMs).toISOString()}`, async () => {
+    const at = await lastEvaluation(prom);
+    if (at >= sinceMs) evaluations.add(at);
+    for (const name of await active(prom)) seen.add(name);
+    return evaluations.size >= QUIET_EVALUATIONS;
+  }, FIRE_WITHIN_MS, 200);
+}
+
+/** n GETs of url at once, each on its own connection: { status or error code: count }. */
+async function burst(url, n = 16, timeoutMs = 10_000) {
+  const out = {};
+  const one = () => new Promise((resolve) => {
+    const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err) => resolve(err.code || err.message));
+  });
+  for (const s of await Promise.all(Array.from({ length: n }, one))) out[s] = (out[s] || 0) + 1;
+  return out;
+}
+
+/** Runs the case: asserts `expected` fired, nothing outside expected + `may` did; reports the time. */
+async function expectAlerts(t, prom, expected, may, round) {
+  const r = await untilFiring(prom, expected, round);
+  t.diagnostic(`${expected.join(' + ')} fired after ${r.seconds.toFixed(1)} s; active on the way: ${r.seen.join(', ')}`);
+  const others = r.seen.filter((n) => !expected.includes(n) && !may.includes(n));
+  assert.deepEqual(others, [], `no other alert fired (seen: ${r.seen.join(', ')})`);
+  return r;
+}
+
+test('healthy stack under a bounded load: no alert fires', { timeout: 180_000 }, async (t) => {
+  const stack = await startHashStack(t, { workers: 2 });
+  const { prom } = await observe(t, stack);
+  const seen = new Set();
+  for (let i = 0; i < 20; i++) {
+    const b = await burst(stack.url);
+    assert.deepEqual(b, { 200: 16 }, 'every request answered 200');
+    for (const name of await active(prom)) seen.add(name);
+  }
+  // The load's lines in Prometheus (nginx may buffer its access log: until it flushed
+  // them and mtail read them and a scrape took them), then evaluations after that.
+  await until('mtail\'s count of 2xx responses to reach the load\'s 320', async () => {
+    for (const name of await active(prom)) seen.add(name);
+    const n = await prom.query('sum(tunekit_nginx_responses_total{status_class="2xx"})');
+    return n.length === 1 && n[0].value >= 320;
+  }, FIRE_WITHIN_MS, 250);
+  await evaluationsAfter(prom, Date.now(), seen);
+  assert.deepEqual([...seen], [], `no alert fired on a healthy stack (seen: ${[...seen].join(', ')})`);
+});
+
+test('socket file deleted under load: TunekitSocketRebound and TunekitSocketMissing fire', { timeout: 180_000 }, async (t) => {
+  const stack = await startHashStack(t, { workers: 2 });
+  const { prom } = await observe(t, stack);
+  let deleted = false;
+  // The outage lasts until the runner's next check (tunekit_app_socket_check_ms):
+  // its ENOENT lines may all come before the first scrape that sees mtail's
+  // enoent series (the rules count such a new series whole).
+  // TunekitAppRefusing may fire too, not must: the re-bind creates the file at
+  // bind() and listens after it, and a connect() that falls between the two is
+  // refused (111) — whether one does is the machine's timing (seen once in four
+  // runs here).
+  await expectAlerts(t, prom, ['TunekitSocketRebound', 'TunekitSocketMissing'], ['TunekitAppRefusing'], async () => {
+    if (!deleted) {
+      fs.unlinkSync(stack.socketPath);
+      deleted = true;
+    }
+    await burst(stack.url);
+  });
+});
+
+test('accept queue full (workers stopped, backlog 2): TunekitAcceptQueueOverflow and TunekitAcceptQueueNearFull fire', { timeout: 180_000 }, async (t) => {
+  const stopped = [];
+  // Registered before the stack's stop, so it runs first: a stopped worker never drains.
+  t.after(() => { for (const pid of stopped) signal(pid, 'SIGCONT'); });
+  const stack = await startStack({ upstream: 'uds', workers: 2, set: ['tunekit_app_backlog=2'] });
+  stopAfter(t, stack);
+  const { prom } = await observe(t, stack);
+  stopped.push(...stack.pids().app.slice(1));
+  for (const pid of stopped) signal(pid, 'SIGSTOP');
+  // Each round: a burst whose connections past the queue are refused at once (EAGAIN);
+  // the ones in the queue wait, bounded by the client's timeout.
+  await expectAlerts(t, prom, ['TunekitAcceptQueueOverflow', 'TunekitAcceptQueueNearFull'], [], () => burst(stack.url, 16, 1000));
+});
+
+test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and TunekitKeepaliveRace (resets) fire', { timeout: 180_000 }, async (t) => {
+  const lower = nofileLowering(t);
+  const stack = await startStack({ upstream: 'uds', workers: 1 });
+  stopAfter(t, stack);
+  const { prom } = await observe(t, stack);
+  const children = stack.pids().app.slice(1);
+  lower(children);
+  await expectAlerts(t, prom, ['TunekitWorkerNearFileLimit', 'TunekitKeepaliveRace'], [],
+    () => burst(`${stack.url}?delay_ms=500`, 40));
+  // Prometheus's scrapes of a worker at its limit did not kill it.
+  assert.deepEqual(stack.pids().app.slice(1), children, 'the app workers are the same processes');
+});
+
+test('inverted keep-alive timeouts (app 1 s under nginx\'s): TunekitDriftKeepaliveRace fires', { timeout: 180_000 }, async (t) => {
+  const handEdit = (file) => fs.writeFileSync(file, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), keepAliveTimeoutMs: 1000, headersTimeoutMs: 2000 }, null, 2)}\n`);
+  const stack = await startHashStack(t, { workers: 1, beforeStart: (vars) => handEdit(vars.tunekit_app_config_path) });
+  const { prom } = await observe(t, stack);
+  // The race itself (TunekitKeepaliveRace) needs a request to meet the app's close:
+  // it may fire; the values in force say so every time.
+  await expectAlerts(t, prom, ['TunekitDriftKeepaliveRace'], ['TunekitKeepaliveRace'], () => burst(stack.url, 8));
+});
+
+test('nginx worker_connections too low: TunekitNginxOutOfConnections fires', { timeout: 180_000 }, async (t) => {
+  const stack = await startStack({ upstream: 'uds', workers: 1, set: ['tunekit_nginx_worker_processes=1', 'tunekit_nginx_worker_connections=32', 'tunekit_nginx_upstream_keepalive=8'] });
+  stopAfter(t, stack);
+  const { prom } = await observe(t, stack);
+  await expectAlerts(t, prom, ['TunekitNginxOutOfConnections'], [], () => burst(`${stack.url}?delay_ms=500`, 40, 3000));
+});
