@@ -17,8 +17,8 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { runCommand } = require('../lib/util');
-const { bootHosts, stopHosts } = require('../lib/nspawn');
+const { runCommand, until } = require('../lib/util');
+const { bootHosts, stopHosts, copyInto } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { rolloutSteps } = require('../lib/rollout');
 const { resolve } = require('../../lib/config');
@@ -26,7 +26,7 @@ const { resolve } = require('../../lib/config');
 const { ROOT, tailOf, sh } = ansible;
 const FIXTURES = path.join(ROOT, 'test/fixtures/ansible');
 const vars = resolve();
-const STEPS = 12; // the steps of the first test below
+const STEPS = 13; // the steps of the first test below
 
 let hosts = [];
 let runner;
@@ -64,6 +64,53 @@ function leftovers(h) {
   return found;
 }
 
+const scrape = (h, port) => sh(h, `curl -sf http://127.0.0.1:${port}/metrics`);
+
+// tunekit_metrics_exporters on a deployed host: each exporter answers on the
+// host's loopback (the default address) and not on its network address; the
+// runner's endpoint has a series per worker; the sampler's textfile reaches
+// node_exporter; the rules file passes promtool; file_sd lists the targets.
+async function checkMetrics(h, workers) {
+  const units = ['prometheus-nginx-exporter', 'prometheus-node-exporter', 'mtail', `${vars.tunekit_app_name}-queue-sampler`];
+  assert.equal(await sh(h, `systemctl is-active ${units.map((u) => `${u}.service`).join(' ')}`), units.map(() => 'active').join('\n'));
+  assert.match(await scrape(h, vars.tunekit_metrics_nginx_exporter_port), /^nginx_up 1$/m, 'the nginx exporter does not reach stub_status');
+  // mtail reads nginx's access log: the 2xx answers this step got through nginx
+  // (the log is buffered; nginx writes it out within tunekit_nginx_access_log_flush).
+  await until(`mtail counting nginx's 2xx on ${h.name}`, async () => /^tunekit_nginx_responses_total\{[^}]*status_class="2xx"[^}]*\} [1-9]/m.test(
+    await scrape(h, vars.tunekit_metrics_mtail_port)), 60000, 500);
+  // The sampler writes its first sample at start; node_exporter serves it.
+  await until(`the sampler's queues in node_exporter on ${h.name}`, async () => /^tunekit_listen_queue_limit\{/m.test(
+    await scrape(h, vars.tunekit_metrics_node_exporter_port)), 60000, 500);
+  // The runner's endpoint: worker="N" per slot (the warm spare is worker="spare").
+  const slots = async () => new Set([...(await scrape(h, vars.tunekit_metrics_listen.split(':').pop()))
+    .matchAll(/^tunekit_app_connections_active\{[^}]*worker="(\d+)"/gm)].map((m) => m[1])).size;
+  await until(`a series per worker (${workers}) at the runner's endpoint on ${h.name}`, async () => (await slots()) === workers, 60000, 500);
+  for (const port of [vars.tunekit_metrics_node_exporter_port, vars.tunekit_metrics_nginx_exporter_port, vars.tunekit_metrics_mtail_port]) {
+    await assert.rejects(ansible.get(h.ip, port, '/metrics'), { code: 'ECONNREFUSED' }, `port ${port} answers on ${h.ip}`);
+  }
+  const rules = path.join(h.root, vars.tunekit_metrics_prometheus_dir, 'tunekit.rules.yml');
+  const check = await run('promtool', ['check', 'rules', rules], { timeoutMs: 60000 });
+  assert.equal(check.code, 0, `promtool check rules ${rules}:\n${check.out}`);
+  const sd = JSON.parse(fs.readFileSync(path.join(h.root, vars.tunekit_metrics_prometheus_dir, 'file_sd/tunekit.json'), 'utf8'));
+  const a = vars.tunekit_metrics_exporters_address;
+  assert.deepEqual(sd.map((g) => [g.labels.job, g.targets]), [
+    ['tunekit_app', [vars.tunekit_metrics_listen.replace(/^tcp:/, '')]],
+    ['tunekit_nginx', [`${a}:${vars.tunekit_metrics_nginx_exporter_port}`]],
+    ['tunekit_mtail', [`${a}:${vars.tunekit_metrics_mtail_port}`]],
+    ['tunekit_node', [`${a}:${vars.tunekit_metrics_node_exporter_port}`]],
+  ]);
+  // `tunekit status` on the host, as an operator runs it there (a copy of the kit
+  // with its npm packages, docs/observability.md): it reads the same endpoints, so
+  // it sees a row per worker slot, nginx's counters and the app socket's queue.
+  for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'package.json']) copyInto(h, path.join(ROOT, d), path.join('opt/tunekit-kit', d));
+  const st = await h.ssh(`node /opt/tunekit-kit/bin/tunekit.js status --json --app-config ${vars.tunekit_app_config_path}`);
+  assert.equal(st.code, 0, `tunekit status on ${h.name} (exit ${st.code}):\n${st.stdout}\n${st.stderr}`);
+  const d = JSON.parse(st.stdout);
+  assert.equal(d.workers.filter((w) => w.worker !== 'spare').length, workers, `tunekit status rows on ${h.name}: ${st.stdout}`);
+  assert.ok(d.nginx.accepted > 0 && d.nginx.accepted === d.nginx.handled, `nginx in tunekit status on ${h.name}: ${JSON.stringify(d.nginx)}`);
+  assert.deepEqual(d.acceptQueue.sockets.map((s) => s.limit), [vars.tunekit_app_backlog], `the socket's queue in tunekit status on ${h.name}`);
+}
+
 test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, async (t) => {
   let passed = 0;
   t.after(async () => {
@@ -80,7 +127,9 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
   // page (a shared host's clashes have their own suite, shared-host.test.js).
   runner = ansible.createRunner(hosts, {
     name: 'tunekit-ansible-e2e',
-    groupVars: { tunekit_nginx_disable_sites: ['default'] },
+    // The exporters too (tunekit_metrics_exporters), on loopback as by default:
+    // checked over ssh on each host's loopback, and refused on its address.
+    groupVars: { tunekit_nginx_disable_sites: ['default'], tunekit_metrics_exporters: true },
     extraArgs: ['-e', 'tunekit_serial=100%'],
   });
   tmp = runner.tmp;
@@ -130,6 +179,8 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
       const statusUrl = `${vars.tunekit_nginx_status_port}${vars.tunekit_nginx_status_path}`;
       assert.match(await sh(h, `curl -s http://127.0.0.1:${statusUrl}`), /^Active connections: \d+\s+server accepts handled requests/);
       await assert.rejects(ansible.get(h.ip, vars.tunekit_nginx_status_port, vars.tunekit_nginx_status_path), { code: 'ECONNREFUSED' });
+
+      await checkMetrics(h, body.workers);
 
       // Profiling tools only on request (tunekit_install_profiling_tools, off by default).
       assert.equal(vars.tunekit_install_profiling_tools, false);
@@ -198,6 +249,19 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
       assert.equal(r.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${r.log}):\n${
         r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
     }
+  });
+
+  await step('a metrics port another process holds is refused by name before anything changes', async () => {
+    const h = hosts[1];
+    const files = '/etc/systemd/system/*.service.d/tunekit.conf /etc/systemd/system/*-queue-sampler.service';
+    const before = await sh(h, `sha256sum ${files}`);
+    // sshd holds port 22 on every host.
+    const r = await playbook(['-e', JSON.stringify({ tunekit_metrics_mtail_port: 22 })], { limit: h.name });
+    assert.notEqual(r.code, 0, 'the play succeeded with mtail on the port sshd holds');
+    assert.match(r.out, /tunekit_metrics_mtail_port=22 is taken on \S+: \S+:22 is held by users:\(\("sshd"/);
+    assert.equal(r.recap[h.name]?.changed, 0, 'something changed before the refusal');
+    assert.equal(await sh(h, `sha256sum ${files}`), before, 'the exporters\' files changed');
+    assert.equal(await sh(h, 'systemctl is-active mtail.service'), 'active');
   });
 
   await rolloutSteps({ step, hosts, runner, vars });

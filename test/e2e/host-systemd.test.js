@@ -56,14 +56,6 @@ async function sh(host, cmd, timeoutMs = 120000) {
   return r.stdout.trim();
 }
 
-
-function copyInto(host, src, rel) {
-  const dest = path.join(host.root, rel);
-  fs.mkdirSync(path.dirname(dest), { recursive: true });
-  const r = spawnSync('cp', ['-a', '--reflink=auto', src, dest]);
-  assert.equal(r.status, 0, `cp ${src} ${dest}: ${r.stderr}`);
-}
-
 // Render the host tree (app settings, systemd, sysctl, nginx) and put it onto
 // the container's / (its root is an overlay mount seen from here), file by file.
 function install(host, set) {
@@ -71,7 +63,7 @@ function install(host, set) {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-e2e-'));
   try {
     const { files } = render(vars, out, { layers: ['app', 'systemd', 'sysctl', 'nginx'] });
-    for (const f of files) copyInto(host, f, path.relative(out, f));
+    for (const f of files) nspawn.copyInto(host, f, path.relative(out, f));
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
@@ -119,7 +111,7 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
 
   // The kit (runner, CLI and the defaults it reads, load generators with their node_modules) in /opt/tunekit-app.
   for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/faults', 'package.json']) {
-    copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
+    nspawn.copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
   }
   await sh(host, [
     'useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tunekit',

@@ -133,12 +133,16 @@ async function runPod(t, { appPreStop = true } = {}) {
     fs.rmSync(tmp, { recursive: true, force: true });
   });
   const port = await freePort();
+  const metricsPort = await freePort();
   const delay = 2;
   const drain = 3;
   // The same manifest with the volumes' mount paths under tmp (this machine has
   // no mount namespace per container) and a free port; every other value as shipped.
   const o = await renderPod(path.join(tmp, 'manifests'), [
     `tunekit_k8s_container_port=${port}`,
+    // The pod binds every address; here, on a shared machine, loopback.
+    'tunekit_k8s_metrics_address=127.0.0.1',
+    `tunekit_k8s_metrics_port=${metricsPort}`,
     `tunekit_k8s_nginx_conf_dir=${tmp}/nginx-conf`,
     `tunekit_k8s_app_conf_dir=${tmp}/app-conf`,
     `tunekit_k8s_run_dir=${tmp}/run`,
@@ -202,6 +206,20 @@ async function runPod(t, { appPreStop = true } = {}) {
     `require('net').connect(${JSON.stringify(sock)}).on('connect', () => { console.log('connected'); process.exit(0); }).on('error', (e) => { console.log(e.code); process.exit(0); })`],
   { encoding: 'utf8' });
   assert.equal(stranger.stdout.trim(), 'EACCES', stranger.stderr);
+
+  // The runner's metrics on the app container's port named "metrics", the one
+  // the pod's prometheus.io annotations send a scraper to: a series per worker.
+  const annotations = o['Deployment/tunekit-app'].spec.template.metadata.annotations;
+  const named = appC.ports.find((p) => p.name === 'metrics');
+  assert.equal(named.containerPort, metricsPort);
+  assert.deepEqual([annotations['prometheus.io/scrape'], annotations['prometheus.io/port'], annotations['prometheus.io/path']],
+    ['true', String(metricsPort), '/metrics']);
+  // (worker="N" is a slot; the warm spare is worker="spare".) A worker's
+  // series appear with its first sample: waited for, not assumed.
+  const url = `http://127.0.0.1:${metricsPort}${annotations['prometheus.io/path']}`;
+  const slots = async () => new Set([...(await (await fetch(url)).text())
+    .matchAll(/^tunekit_app_connections_active\{[^}]*worker="(\d+)"/gm)].map((m) => m[1])).size;
+  await until(`a series per worker (${settings.workers}) at ${url}`, async () => (await slots()) === settings.workers, 30000);
 
   // The load runs until the event it is there for: the endpoints are gone
   // (routed turns false, half the endpoint delay after the delete). It is

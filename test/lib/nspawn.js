@@ -67,8 +67,11 @@ const PACKAGES = [
 // and npm: "Package node-cssesc is not installed", trixie, 2026-11). Only the
 // default suite needs them: npm for the e2e that deploys an app with
 // dependencies, a dynamic nginx module for the shared-host e2e (a host whose
-// modules-enabled/ must stay in force).
-const APT_PACKAGES = { [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter'] };
+// modules-enabled/ must stay in force), the exporters tunekit_metrics_exporters
+// installs (ansible-site e2e).
+const APT_PACKAGES = {
+  [DEFAULT_SUITE]: ['npm', 'libnginx-mod-http-headers-more-filter', 'prometheus-nginx-exporter', 'prometheus-node-exporter', 'mtail'],
+};
 
 function suitePackages(suite) {
   return { packages: PACKAGES, apt: APT_PACKAGES[suite] || [] };
@@ -485,7 +488,15 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-module.exports = { ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
+/** Copy SRC (a file or a tree, modes kept) to REL under a booted host's root, as if placed on the host. */
+function copyInto(host, src, rel) {
+  const dest = path.join(host.root, rel);
+  fs.mkdirSync(path.dirname(dest), { recursive: true });
+  const r = spawnSync('cp', ['-a', '--reflink=auto', src, dest], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`cp ${src} ${dest}: ${r.stderr || r.error}`);
+}
+
+module.exports = { copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
 
 if (require.main === module) {
   if (process.argv[2] === 'build') console.log(ensureRootfs({ suite: process.argv[3] || DEFAULT_SUITE }));

@@ -155,3 +155,45 @@ test('the ecosystem file is valid JS describing PM2 cluster mode on the rendered
   render(zero, out0, { layers: ['pm2'] });
   assert.equal(require(path.join(out0, zero.tunekit_app_install_dir, 'ecosystem.config.js')).apps[0].instances, 'max');
 });
+
+// tunekit_metrics_exporters: the sampler's unit and the drop-ins on Debian's
+// exporter units. A package unit found on this machine is copied next to its
+// drop-in so verify loads both; one not installed here is skipped by name.
+const PKG_UNITS = ['prometheus-nginx-exporter', 'prometheus-node-exporter', 'mtail'];
+
+test('the metrics units pass systemd-analyze verify and each drop-in replaces ExecStart with the listen address', { skip }, (t) => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-metrics-'));
+  t.after(() => fs.rmSync(out, { recursive: true, force: true }));
+  const vars = config.resolve({ set: ['tunekit_metrics_exporters=true', 'tunekit_metrics_exporters_address=::1', 'tunekit_metrics_mtail_port=13903'] });
+  render(vars, out, { layers: ['metrics'] });
+  const unitDir = path.join(out, 'etc/systemd/system');
+  const sampler = `${vars.tunekit_app_name}-queue-sampler.service`;
+  assert.deepEqual(fs.readdirSync(unitDir).sort(), [...PKG_UNITS.map((u) => `${u}.service.d`), sampler].sort());
+  const units = [path.join(unitDir, sampler)];
+  const expected = {
+    'prometheus-nginx-exporter': `--web.listen-address=[::1]:${vars.tunekit_metrics_nginx_exporter_port} `,
+    'prometheus-node-exporter': `--web.listen-address=[::1]:${vars.tunekit_metrics_node_exporter_port} `,
+    mtail: '--address ::1 --port 13903 ',
+  };
+  for (const name of PKG_UNITS) {
+    const dropIn = fs.readFileSync(path.join(unitDir, `${name}.service.d/tunekit.conf`), 'utf8');
+    const exec = dropIn.split('\n').filter((l) => l.startsWith('ExecStart='));
+    assert.equal(exec[0], 'ExecStart=', `${name}: the package's ExecStart is cleared first`);
+    assert.equal(exec.length, 2);
+    assert.ok(exec[1].includes(expected[name]), `${name}: ${exec[1]}`);
+    const pkgUnit = [`/lib/systemd/system/${name}.service`, `/usr/lib/systemd/system/${name}.service`].find((p) => fs.existsSync(p));
+    if (!pkgUnit) {
+      t.diagnostic(`${name}.service is not installed here (apt-get install ${name}): its drop-in is not loaded`);
+      continue;
+    }
+    fs.copyFileSync(pkgUnit, path.join(unitDir, `${name}.service`));
+    units.push(path.join(unitDir, `${name}.service`));
+  }
+  const r = analyze(['verify', ...units], unitDir);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, '', 'no warnings (unknown keys, bad values) from verify');
+  t.diagnostic(`systemd-analyze security --offline=true: sampler exposure ${exposure(path.join(unitDir, sampler), unitDir)}`);
+  const unit = fs.readFileSync(path.join(unitDir, sampler), 'utf8');
+  assert.match(unit, new RegExp(`^ReadWritePaths=${vars.tunekit_metrics_textfile_dir}$`, 'm'), 'it writes the textfile directory and nothing else');
+  assert.match(unit, /^CapabilityBoundingSet=$/m);
+});

@@ -80,7 +80,7 @@ test('a good set prints every file it wrote; unknown options and layers are usag
 
   const bad = tunekit(['render', '--out', out, '--layer', 'kernel']);
   assert.equal(bad.status, 2);
-  assert.match(bad.stderr, /--layer kernel: expected one of nginx, app, systemd, sysctl, pm2; see tunekit render --help/);
+  assert.match(bad.stderr, /--layer kernel: expected one of nginx, app, systemd, sysctl, pm2, metrics; see tunekit render --help/);
   const noOut = tunekit(['render']);
   assert.equal(noOut.status, 2);
   assert.match(noOut.stderr, /--out DIR is required/);

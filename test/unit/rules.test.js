@@ -41,6 +41,9 @@ const BREAK = {
   'http3-module': { tunekit_nginx_version: '1.26.3', tunekit_nginx_http3_module: false, tunekit_nginx_tls: true, tunekit_nginx_http3: true },
   'status-loopback': { tunekit_nginx_status_address: '0.0.0.0' },
   'status-port': { tunekit_nginx_status_port: 80 },
+  'metrics-ports': { tunekit_metrics_exporters: true, tunekit_metrics_mtail_port: 9464 },
+  'k8s-metrics-port': { tunekit_k8s_metrics_port: 8080 },
+  'metrics-status': { tunekit_metrics_exporters: true, tunekit_nginx_status: false },
   'upstream-sticky-key': { tunekit_nginx_upstream_sticky: true, tunekit_upstream_kind: 'per-worker', tunekit_app_workers: 2, tunekit_nginx_upstream_sticky_key: 'client' },
 };
 
