@@ -184,8 +184,10 @@ function onExit(p, worker, code, signal) {
   const wasSpare = info.state === 'spare';
   if (p.spare === info) p.spare = null;
   const planned = info.state === 'retiring' || p.state === 'stopping';
+  // replaced: a slot's worker that a new one took over from while the runner keeps
+  // running (rolling restart, re-bind), not one that left because the runner stops.
   const fields = { worker: info.id, worker_pid: info.pid, slot: info.slot ? info.slot.n : null, code, signal, spare: wasSpare || undefined,
-    start_timeout: info.timedOut || undefined };
+    start_timeout: info.timedOut || undefined, replaced: (info.state === 'retiring' && p.state !== 'stopping' && info.slot) ? true : undefined };
   if (info.slot && info.slot.current === info) info.slot.current = null;
 
   if (planned) {

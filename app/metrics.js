@@ -174,7 +174,7 @@ function infoOf(s, release) {
 // ---- the primary's counters ------------------------------------------------------
 
 function createPrimaryCounters() {
-  return { restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])), rebinds: 0, drains: 0, startTimeouts: 0 };
+  return { restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])), slotRestarts: {}, rebinds: 0, drains: 0, startTimeouts: 0 };
 }
 
 /**
@@ -184,6 +184,9 @@ function createPrimaryCounters() {
  * (rolling, or rebind after a re-bind), a planned exit a drain.
  */
 function countEvent(c, level, event, fields = {}) {
+  // Per slot (worker="N" in the workers' series): its worker replaced, for any reason.
+  const slotRestart = event === 'worker-exit' && fields.slot != null && (level !== 'info' || fields.replaced);
+  if (slotRestart) c.slotRestarts[fields.slot] = (c.slotRestarts[fields.slot] || 0) + 1;
   if (event === 'worker-exit' && level === 'info') c.drains += 1;
   else if (event === 'worker-exit') c.restarts[fields.start_timeout ? 'start_timeout' : 'crash'] += 1;
   else if (event === 'reload-done') c.restarts[fields.reason === 'socket-rebound' ? 'rebind' : 'rolling'] += (fields.replaced || []).length;
@@ -233,6 +236,8 @@ const WORKER_FAMILIES = [
 const PRIMARY_FAMILIES = [
   ['tunekit_app_worker_restarts_total', 'counter', 'Workers replaced, by reason: crash, start_timeout, rolling (SIGHUP), rebind (after the socket was bound again).',
     (c) => RESTART_REASONS.map((r) => ['', { reason: r }, c.restarts[r]])],
+  ['tunekit_app_slot_restarts_total', 'counter', 'Times the worker of a slot (worker="N", as in the workers\' series) was replaced: crash, start timeout, rolling restart, re-bind.',
+    (c) => Object.entries(c.slotRestarts).map(([slot, n]) => ['', { worker: slot }, n])],
   ['tunekit_app_socket_rebinds_total', 'counter', 'Times the primary bound its socket path again after the file was deleted.', (c) => [['', {}, c.rebinds]]],
   ['tunekit_app_drains_total', 'counter', 'Workers that left by a drain (rolling restart, re-bind, stop).', (c) => [['', {}, c.drains]]],
   ['tunekit_app_worker_start_timeouts_total', 'counter', 'Workers killed for not listening within tunekit_app_start_timeout_ms.', (c) => [['', {}, c.startTimeouts]]],

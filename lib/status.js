@@ -286,7 +286,10 @@ async function gather(where, { minutes = 5 } = {}) {
     throw new StatusDown(`nginx's stub_status ${where.statusUrl} is down (${err.message}): it is tunekit_nginx_status_address/_port/_path (status.conf); is nginx running?`);
   });
   const restarts = samples.filter((s) => s.name === 'tunekit_app_worker_restarts_total');
-  const workers = workersOf(samples).map((w) => ({ ...w, uptimeS: uptimeOf(w.pid) }));
+  // A slot's restarts, from the primary's counters (none under PM2: no primary of ours).
+  const slotRestarts = new Map(samples.filter((x) => x.name === 'tunekit_app_slot_restarts_total').map((x) => [x.labels.worker, x.value]));
+  const perSlot = (w) => (!restarts.length || w.worker === 'spare' ? null : slotRestarts.get(w.worker) || 0);
+  const workers = workersOf(samples).map((w) => ({ ...w, uptimeS: uptimeOf(w.pid), restarts: perSlot(w) }));
   const sockets = apphost.listenersOf(String(where.settings.listen || ''), doctor.listeners())
     .map((l) => ({ socket: l.local, queued: l.queued ?? null, limit: l.backlog }));
   return {
@@ -321,8 +324,8 @@ function format(d) {
   const a = d.app;
   const out = [`app     ${a.listen} (${a.appConfig}; ${a.runBy ? `${a.runBy}, pid ${a.pid}` : 'runner not found'}), ` +
     `workers replaced ${a.restarts == null ? '- (no primary of ours: see pm2 ls)' : a.restarts}`];
-  out.push(...columns([['worker', 'pid', 'uptime', 'rss MiB', 'loop p99 ms', 'fds/limit', 'requests', 'reuse %'],
-    ...d.workers.map((w) => [cell(w.worker), cell(w.pid), duration(w.uptimeS), cell(w.rssBytes == null ? null : w.rssBytes / 1048576, 1),
+  out.push(...columns([['worker', 'pid', 'uptime', 'restarts', 'rss MiB', 'loop p99 ms', 'fds/limit', 'requests', 'reuse %'],
+    ...d.workers.map((w) => [cell(w.worker), cell(w.pid), duration(w.uptimeS), cell(w.restarts), cell(w.rssBytes == null ? null : w.rssBytes / 1048576, 1),
       cell(w.loopP99Ms, 1), `${cell(w.fds)}/${cell(w.maxFds)}`, cell(w.requests), cell(w.reusePct, 1)])]).map((l) => `  ${l}`));
   const n = d.nginx;
   out.push(`nginx   active ${n.active}, waiting ${n.waiting}, accepted - handled ${n.accepted - n.handled} (${n.url})`);

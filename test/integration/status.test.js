@@ -71,7 +71,7 @@ test('status reads the stack as Prometheus would: one row per worker, the load\'
 
   const table = await status(stack);
   assert.equal(table.code, 0, table.stderr);
-  assert.match(table.stdout, /^ {2}worker +pid +uptime +rss MiB +loop p99 ms +fds\/limit +requests +reuse %$/m);
+  assert.match(table.stdout, /^ {2}worker +pid +uptime +restarts +rss MiB +loop p99 ms +fds\/limit +requests +reuse %$/m);
   assert.match(table.stdout, /^nginx {3}active \d+, waiting \d+, accepted - handled 0 /m);
 
   const watched = await status(stack, ['--json', '--watch', '1', '--count', '2']);
@@ -90,6 +90,10 @@ test('status reads the stack as Prometheus would: one row per worker, the load\'
     const d = await statusJson(stack);
     return d.app.restarts >= killed.length && d.workers.every((w) => !killed.includes(w.pid)) && d;
   });
+  // Each slot's row counts its own restart (the killed worker's slot, once).
+  for (const w of replaced.workers.filter((x) => x.worker !== 'spare')) {
+    assert.equal(w.restarts, (after.workers.find((x) => x.worker === w.worker).restarts || 0) + 1, `slot ${w.worker}: ${JSON.stringify(replaced.workers)}`);
+  }
   assert.ok(replaced.upstreamErrors.byCause.closed_early >= 1, JSON.stringify(replaced.upstreamErrors));
   assert.match(replaced.upstreamErrors.source, /the last 5 min \(mtail does not answer/);
   slow.destroy();

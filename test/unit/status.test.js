@@ -89,15 +89,15 @@ test('the stub_status URL from nginx\'s tree; the metrics URL of a PM2 instance'
 test('the table: the headers, one row per worker, nginx, the queue and the source of the causes', () => {
   const text = s.format({
     app: { listen: 'unix:/run/a.sock', appConfig: '/etc/a.json', runBy: 'systemd', pid: 5, restarts: 2 },
-    workers: [{ worker: '1', pid: 10, uptimeS: 4000, rssBytes: 52428800, loopP99Ms: 12.34, fds: 20, maxFds: 1024, requests: 99, reusePct: 98.99 }],
+    workers: [{ worker: '1', pid: 10, uptimeS: 4000, restarts: 2, rssBytes: 52428800, loopP99Ms: 12.34, fds: 20, maxFds: 1024, requests: 99, reusePct: 98.99 }],
     nginx: { url: 'http://127.0.0.1:8080/stub_status', active: 3, waiting: 2, accepted: 10, handled: 9 },
     acceptQueue: { backlog: 4096, sockets: [{ socket: '/run/a.sock', queued: 1, limit: 4096 }] },
     upstreamErrors: { source: 'mtail', byCause: { eagain: 4 } },
   });
   const lines = text.split('\n');
   assert.match(lines[0], /systemd, pid 5\), workers replaced 2$/);
-  assert.deepEqual(lines[1].trim().split(/\s{2,}/), ['worker', 'pid', 'uptime', 'rss MiB', 'loop p99 ms', 'fds/limit', 'requests', 'reuse %']);
-  assert.deepEqual(lines[2].trim().split(/\s{2,}/), ['1', '10', '1h', '50.0', '12.3', '20/1024', '99', '99.0']);
+  assert.deepEqual(lines[1].trim().split(/\s{2,}/), ['worker', 'pid', 'uptime', 'restarts', 'rss MiB', 'loop p99 ms', 'fds/limit', 'requests', 'reuse %']);
+  assert.deepEqual(lines[2].trim().split(/\s{2,}/), ['1', '10', '1h', '2', '50.0', '12.3', '20/1024', '99', '99.0']);
   assert.match(text, /^nginx {3}active 3, waiting 2, accepted - handled 1 /m);
   assert.match(text, /^queue {3}\/run\/a.sock 1\/4096 /m);
   assert.match(text, /^errors .*eagain 4 \(mtail\)$/m);
