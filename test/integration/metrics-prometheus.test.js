@@ -70,9 +70,14 @@ for (const [profile, reuse] of [['tuned', (r) => r >= 0.99], ['stock', (r) => r 
     const answered = result['2xx'];
     assert.equal(answered, REQUESTS, 'the load ran to its count, not to its time bound');
 
-    // A scrape that began after the last response: nothing is in flight at it,
-    // so the difference is exact.
-    const after = await counted(prom, workers);
+    // A scrape that began after the last response: nothing is in flight at it, so
+    // the difference is exact. A worker starved of CPU may count a response's end a
+    // little after the client has it (seen once under two suites' load: 2378 of
+    // 3000 at the first such scrape): the counters only grow, so later scrapes are
+    // read until they reach the load's count, 30 s at most; more is wrong too.
+    let after = await counted(prom, workers);
+    const deadline = Date.now() + 30000;
+    while (after.all - before.all < answered && Date.now() < deadline) after = await counted(prom, workers);
     assert.equal(after.all - before.all, answered, `the app counted ${after.all - before.all} requests, autocannon ${answered}`);
     const ratio = (after.reused - before.reused) / (after.all - before.all);
     t.diagnostic(`${profile}: app counted ${after.all - before.all}, autocannon ${answered}, reuse ratio ${ratio.toFixed(4)}`);
