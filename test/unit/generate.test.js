@@ -40,7 +40,7 @@ const edit = (dir, rel, fn) => fs.writeFileSync(path.join(dir, rel), fn(read(dir
 
 test('a directive added to the definition and a template reaches every generated file', async (t) => {
   const dir = copyRepo(t);
-  edit(dir, 'ansible/roles/tunekit/defaults/main/10-nginx.yml', (text) => `${text}
+  edit(dir, 'roles/tunekit/defaults/main/10-nginx.yml', (text) => `${text}
 # Whether nginx sets SO_KEEPALIVE on its connections to the app.
 # Unit: bool | Upstream default: off | Why: a directive added by the generate test
 # Type: bool
@@ -60,13 +60,13 @@ tunekit_nginx_proxy_socket_keepalive: true
   assert.equal(run.code, 0, run.out);
   const refs = ['uds', 'tcp', 'stock', 'https'].map((n) => `docs/reference/${n}/etc/nginx/tunekit/proxy.conf`);
   assert.deepEqual(run.stdout.trim().split('\n').sort(), [
-    'ansible/roles/tunekit/templates/types.j2', 'ansible/README.md', 'docs/variables.md', 'ansible/profiles/stock.yml', ...refs,
+    'roles/tunekit/templates/types.j2', 'ansible/README.md', 'docs/variables.md', 'ansible/profiles/stock.yml', ...refs,
   ].map((f) => `wrote ${f}`).sort());
   // The same lines as the stale check named: --check lists what generate writes.
   assert.deepEqual(stale.stderr.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim().split(':')[0]).sort(),
     run.stdout.trim().split('\n').map((l) => l.replace(/^wrote /, '')).sort());
 
-  assert.match(read(dir, 'ansible/roles/tunekit/templates/types.j2'), /tunekit_nginx_proxy_socket_keepalive=\{\{ tunekit_nginx_proxy_socket_keepalive \}\} is not bool/);
+  assert.match(read(dir, 'roles/tunekit/templates/types.j2'), /tunekit_nginx_proxy_socket_keepalive=\{\{ tunekit_nginx_proxy_socket_keepalive \}\} is not bool/);
   for (const doc of ['docs/variables.md', 'ansible/README.md']) {
     assert.match(read(dir, doc), /^\| `tunekit_nginx_proxy_socket_keepalive` \| `true` \| `bool` \| bool \| off \| Whether nginx sets SO_KEEPALIVE/m, doc);
   }
@@ -98,7 +98,7 @@ test('generate removes a reference file no template produces, and --check names 
 
 test('a definition generate cannot read is refused in one line, and nothing is written', async (t) => {
   const dir = copyRepo(t);
-  edit(dir, 'ansible/roles/tunekit/defaults/main/10-nginx.yml', (text) =>
+  edit(dir, 'roles/tunekit/defaults/main/10-nginx.yml', (text) =>
     text.replace('# Stock: 768\n', '# Stock: {{ tunekit_x }}\n').replace('tunekit_nginx_worker_connections: 4096', 'tunekit_nginx_worker_connections: 2048'));
   const before = read(dir, 'docs/variables.md');
   const run = await npm(dir, 'generate');
