@@ -25,6 +25,7 @@ const types = require('./config/types');
 const vartable = require('./config/vartable');
 const { STOCK_PROFILE, stockProfile } = require('./config/stock');
 const argspecs = require('./config/argspecs');
+const collection = require('./collection');
 const renderer = require('./render');
 
 const REFERENCE_DIR = 'docs/reference';
@@ -84,6 +85,10 @@ const GENERATORS = [
   {
     what: "the collection's version (galaxy.yml), from package.json",
     run: (ctx) => ({ files: [galaxy(ctx)] }),
+  },
+  {
+    what: "ansible-test sanity's ignore file, from the files the collection ships",
+    run: (ctx) => ({ files: [{ file: collection.sanityIgnorePath(), content: collection.sanityIgnores(collection.shippedFiles(), ctx.read) }] }),
   },
   {
     what: 'the reference configs (docs/reference/sets.json), rendered from the templates',

@@ -5,13 +5,19 @@
 // a role's variables against its spec when the role starts.
 // https://docs.ansible.com/ansible/latest/playbook_guide/playbooks_reuse_roles.html#role-argument-validation
 //
-// Which role documents what (ROLES): the checks role `tunekit` documents every
-// variable, typed `raw`; each role a user lists documents its layer's files,
-// typed. Ansible runs a role's dependencies before the role's own validation,
-// so the kit's refusals (the tunekit role's tasks: types.j2 and vars/rules.yml,
-// the same words `tunekit render` prints) come first; the typed specs of the
-// layer roles are laxer than the kit's types (Ansible turns "4" into 4), so they
-// never pre-empt a refusal, and they guard a role run on its own.
+// Which role documents what (ROLES): each role its layer's files of the
+// definition. Ansible validates a role's spec when the role starts, after the
+// role's dependencies, and templates every variable the spec names first. The
+// checks role `tunekit` runs first (a dependency of every other role): its spec
+// names only the deployment switches it reads (40-deploy.yml, plain values) and
+// types them raw, so nothing is validated or templated ahead of its refusals —
+// the kit's types and cross-layer rules, worded as `tunekit render` words them
+// (a number given as text, for one, would otherwise fail inside a derived
+// value's template). The layer roles start after those refusals and are typed,
+// laxer than the kit's types (Ansible turns "4" into 4), so they never pre-empt
+// one; they hold for a variable given to a role as a parameter, too.
+// tunekit_rollout documents its variables on its `main` entry point only: its
+// drain.yml runs before the checks (site.yml's pre_tasks) and stays unvalidated.
 //
 //   node lib/config/argspecs.js ROLE      print one role's spec
 
@@ -24,24 +30,34 @@ const { parseType } = require('./types');
 // them, untyped), and what the role does in one line.
 const ROLES = {
   tunekit: {
-    files: null,
-    short: 'The one definition of every tunable and the refusals, run before any other role of the kit',
+    files: ['40-deploy.yml'],
+    typed: false,
+    short: 'The checks every other role of the kit depends on: packages, versions, the refusals, before anything changes',
   },
   tunekit_sysctl: {
     files: ['20-kernel.yml'],
+    typed: true,
     short: 'Kernel settings (sysctl.d, applied without lowering a live value) and login limits',
   },
   tunekit_app: {
     files: ['00-app.yml', '30-systemd.yml', '40-deploy.yml'],
+    typed: true,
     short: "The kit's cluster runner and your app on a Unix domain socket, under systemd or PM2",
   },
   tunekit_nginx: {
     files: ['05-versions.yml', '10-nginx.yml', '15-tls.yml'],
+    typed: true,
     short: "nginx with the kit's configuration, validated before every reload",
   },
   tunekit_metrics: {
     files: ['60-metrics.yml'],
-    short: "The runner's metrics endpoint's targets, Debian's exporters and mtail, the rules file for Prometheus",
+    typed: true,
+    short: "Debian's exporters and mtail around the stack, the accept-queue sampler, the rules file for Prometheus",
+  },
+  tunekit_rollout: {
+    files: ['45-rollout.yml'],
+    typed: true,
+    short: 'Take a host out of the load balancer, gate it on its health and release, put it back (tasks_from drain, gate, enable)',
   },
 };
 
@@ -71,17 +87,18 @@ function option(d, values, typed) {
 
 /** The argument_specs.yml of one role (ROLES), as text. */
 function argumentSpec(role, files = defaultFiles()) {
-  const { files: own, short } = ROLES[role];
-  const chosen = own ? files.filter((f) => own.includes(path.basename(f))) : files;
+  const { files: own, typed, short } = ROLES[role];
   const { loadDefaults } = require('./index');
   const values = loadDefaults();
   const options = {};
-  for (const d of readDefinition(chosen)) options[d.key] = option(d, values, Boolean(own));
-  const description = own
-    ? [`${short}.`, `The variables of its layer (${own.join(', ')} of the role tunekit's defaults/main/); every variable of the kit: ansible-doc -t role tunekit.stack.tunekit.`,
-      'Its dependency, the role tunekit, runs first and refuses a value that does not fit its kit type or a set that breaks a cross-layer rule.']
-    : [`${short}.`, "Every variable of the kit, each with its kit type; the role's tasks check those types and the cross-layer rules (vars/rules.yml) and refuse, naming the variable and the fix, before anything changes.",
-      "Its spec types them raw, so that Ansible's validation never pre-empts those refusals."];
+  for (const d of readDefinition(files.filter((f) => own.includes(path.basename(f))))) options[d.key] = option(d, values, typed);
+  const description = [
+    `${short}.`,
+    `Its variables: ${own.join(', ')} of the definition (the role tunekit's defaults/main/); give them in group_vars, host_vars, vars or -e.`,
+    role === 'tunekit'
+      ? "Every other role of the kit depends on this one: its tasks check every variable's kit type and the cross-layer rules (vars/rules.yml) and refuse, naming the variable and the fix. Its spec types its own variables raw, so Ansible's validation never comes before those refusals."
+      : 'Its dependency, the role tunekit, runs first and refuses a value that does not fit its kit type or a set that breaks a cross-layer rule; this spec is checked after it.',
+  ];
   const doc = { argument_specs: { main: { short_description: short, description, options } } };
   const head = [
     '---',
