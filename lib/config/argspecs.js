@@ -26,8 +26,8 @@ const YAML = require('yaml');
 const { defaultFiles, readDefinition } = require('./definition');
 const { parseType } = require('./types');
 
-// role -> the definition files whose variables its spec documents (null: all of
-// them, untyped), and what the role does in one line.
+// role -> the definition files whose variables its spec documents, whether they
+// are typed (else raw), and what the role does in one line.
 const ROLES = {
   tunekit: {
     files: ['40-deploy.yml'],
