@@ -21,7 +21,8 @@ function tool(name, args, cwd = ROOT) {
   const r = spawnSync(path.join(BIN, name), args, {
     cwd,
     encoding: 'utf8',
-    timeout: 300000,
+    // A bound for a hung tool: this file took 33 s to 379 s here, by the load beside it.
+    timeout: 900000,
     env: {
       ...process.env,
       PATH: `${BIN}:${process.env.PATH}`,
