@@ -41,6 +41,8 @@ DEBIAN.test = [
   ['/usr/bin/mtail', 'mtail'],
   ['/usr/bin/prometheus-nginx-exporter', 'prometheus-nginx-exporter'],
   ['/usr/bin/prometheus-node-exporter', 'prometheus-node-exporter'],
+  // ansible-test sanity's shellcheck test (the roles' shell scripts); it skips without it.
+  ['/usr/bin/shellcheck', 'shellcheck'],
 ];
 const NEEDS_VENV = new Set(['test', 'e2e', 'ansible']);
 const JOBS = ['demo', 'test', 'bench', 'e2e', 'ansible'];

@@ -4,7 +4,7 @@
 // listening sockets' real accept queues (`ss`), process limits (/proc), the
 // socket's owner, mode and directories, and the app's live timeouts (GET /healthz
 // of the example app, else the runner's app.json) — and checks that the layers
-// agree. The rules that variables state (ansible/roles/tunekit/vars/rules.yml,
+// agree. The rules that variables state (roles/tunekit/vars/rules.yml,
 // which `tunekit render` and the Ansible role refuse sets by) are evaluated over
 // the live values mapped onto their variables; a directive that is not set counts
 // at its upstream default, read from the definition. Fix texts read the kit's
@@ -409,7 +409,7 @@ function describeNginx(parsed) {
 }
 
 // The checks. Each entry is one check: its id, what it reads from the facts, and
-// either `rule` — a cross-layer rule of ansible/roles/tunekit/vars/rules.yml
+// either `rule` — a cross-layer rule of roles/tunekit/vars/rules.yml
 // (the table `tunekit render` and the Ansible role refuse sets by), evaluated
 // over the live values mapped onto the rule's variables by `cases` — or `run`,
 // a check of the live host alone (no variable states it). A rule's finding says

@@ -1,6 +1,6 @@
 'use strict';
 // `npm run generate`: every generated file of the tree, written from the one
-// definition (ansible/roles/tunekit/defaults/main/*.yml) and the templates.
+// definition (roles/tunekit/defaults/main/*.yml) and the templates.
 //
 //   npm run generate              write what changed; print one line per file
 //                                 written or removed (nothing when all is current)
@@ -24,14 +24,26 @@ const { defaultFiles } = require('./config/definition');
 const types = require('./config/types');
 const vartable = require('./config/vartable');
 const { STOCK_PROFILE, stockProfile } = require('./config/stock');
+const argspecs = require('./config/argspecs');
+const collection = require('./collection');
 const renderer = require('./render');
 
 const REFERENCE_DIR = 'docs/reference';
+// The collection's metadata: its version line is package.json's version.
+const GALAXY = 'galaxy.yml';
 const REFERENCE_SETS = `${REFERENCE_DIR}/sets.json`;
 
 /** A marked section of a document, rewritten in place. */
 function section(ctx, rel, body, start, end) {
   return { file: rel, content: vartable.splice(ctx.read(rel), body, rel, start, end) };
+}
+
+/** galaxy.yml with package.json's version (the collection is released with the kit). */
+function galaxy(ctx) {
+  const { version } = JSON.parse(ctx.read('package.json'));
+  const text = ctx.read(GALAXY);
+  if (!/^version: .*$/m.test(text)) throw new Error(`${GALAXY} has no "version:" line; put one back (version: ${version})`);
+  return { file: GALAXY, content: text.replace(/^version: .*$/m, `version: ${version}`) };
 }
 
 /** The reference renders listed in docs/reference/sets.json, each a whole directory. */
@@ -65,6 +77,18 @@ const GENERATORS = [
   {
     what: 'the stock profile, from the # Stock: lines',
     run: () => ({ files: [{ file: STOCK_PROFILE, content: stockProfile() }] }),
+  },
+  {
+    what: "the roles' argument specs (ansible-doc, Ansible's validation), from the comments",
+    run: () => ({ files: Object.keys(argspecs.ROLES).map((role) => ({ file: argspecs.specPath(role), content: argspecs.argumentSpec(role) })) }),
+  },
+  {
+    what: "the collection's version (galaxy.yml), from package.json",
+    run: (ctx) => ({ files: [galaxy(ctx)] }),
+  },
+  {
+    what: "ansible-test sanity's ignore file, from the files the collection ships",
+    run: (ctx) => ({ files: [{ file: collection.sanityIgnorePath(), content: collection.sanityIgnores(collection.shippedFiles(), ctx.read) }] }),
   },
   {
     what: 'the reference configs (docs/reference/sets.json), rendered from the templates',

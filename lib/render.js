@@ -1,6 +1,6 @@
 'use strict';
 // Render the kit's templates into a host tree: every entry of the manifest
-// (ansible/roles/tunekit/vars/main.yml, `tunekit_templates`, the same
+// (roles/tunekit/vars/main.yml, `tunekit_templates`, the same
 // list the Ansible roles read) becomes OUT/<dest>.
 //
 // All templates are rendered into memory first; files are written only when every
@@ -29,7 +29,7 @@ const { makeDirs } = require('./files');
 const accounts = require('./accounts');
 const tls = require('./tls');
 
-const MANIFEST = 'ansible/roles/tunekit/vars/main.yml';
+const MANIFEST = 'roles/tunekit/vars/main.yml';
 
 // Absolute paths a prefixed tree moves under OUT: the variables whose comment
 // block in the definition says `# Prefix: yes` (lib/config/definition.js).

@@ -67,7 +67,7 @@ function varsText(doc) {
     head.push('# Keep what you have: these are the start values.', `# Why: ${c.why}.`);
   }
   head.push(`# Use: tunekit render --out DIR${doc.options.from ? ` --vars ${doc.options.from}` : ''} --vars THIS_FILE, ` +
-    'or ansible-playbook -i INVENTORY ansible/site.yml -e @THIS_FILE', '');
+    'or ansible-playbook -i INVENTORY tunekit.stack.site -e @THIS_FILE', '');
   const body = [];
   for (const key of T.KEYS) {
     body.push(...valueComment(t, key), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());

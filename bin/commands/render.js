@@ -22,7 +22,7 @@ const COMMAND = {
   usage: ['--out DIR [options]'],
   about: 'Write the files a host needs (nginx, the app\'s settings, systemd units, sysctl) under DIR ' +
     'at their host paths (DIR/etc/nginx/nginx.conf, ...), then the numbered steps that install them. ' +
-    'Every value comes from the one definition (ansible/roles/tunekit/defaults/main/), overridden by ' +
+    'Every value comes from the one definition (roles/tunekit/defaults/main/), overridden by ' +
     '--vars files and --set pairs; an inconsistent or unusable set is refused before anything is written.',
   options: {
     out: { type: 'string', value: 'DIR', help: 'where to write the tree (required)' },

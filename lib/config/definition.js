@@ -1,5 +1,5 @@
 'use strict';
-// The one definition's comment blocks, read (ansible/roles/tunekit/defaults/main/*.yml).
+// The one definition's comment blocks, read (roles/tunekit/defaults/main/*.yml).
 // Each tunable has a block of comment lines above it:
 //
 //   # <what it does>
@@ -20,7 +20,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { ROOT } = require('../template');
 
-const DEFAULTS_DIR = path.join(ROOT, 'ansible/roles/tunekit/defaults/main');
+const DEFAULTS_DIR = path.join(ROOT, 'roles/tunekit/defaults/main');
 
 function defaultFiles() {
   return fs.readdirSync(DEFAULTS_DIR)

@@ -2,7 +2,7 @@
 // The one definition of every tunable, read the way Ansible reads it.
 //
 // Sources, lowest precedence first:
-//   1. ansible/roles/tunekit/defaults/main/*.yml  (the definition)
+//   1. roles/tunekit/defaults/main/*.yml  (the definition)
 //   2. --vars FILE.yml files, in order                       (like -e @FILE)
 //   3. --set key=value pairs, in order                       (like -e key=value)
 // Values are strings that may hold Jinja expressions ("{{ a * 2 }}"); they are

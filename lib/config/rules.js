@@ -1,5 +1,5 @@
 'use strict';
-// The cross-layer rules (ansible/roles/tunekit/vars/rules.yml), evaluated with
+// The cross-layer rules (roles/tunekit/vars/rules.yml), evaluated with
 // nunjucks the way the Ansible role evaluates them: each rule's `when` and `says`
 // are templates over the tunekit_* variables, and templates/checks.j2 prints the
 // refusal of every broken rule that applies to the profile. `tunekit render`
@@ -12,8 +12,8 @@ const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const { readDefinition } = require('./definition');
 
-const RULES_FILE = 'ansible/roles/tunekit/vars/rules.yml';
-const CHECKS_TEMPLATE = 'ansible/roles/tunekit/templates/checks.j2';
+const RULES_FILE = 'roles/tunekit/vars/rules.yml';
+const CHECKS_TEMPLATE = 'roles/tunekit/templates/checks.j2';
 const LEVELS = ['fail', 'warn'];
 
 /** The table, each rule checked for the fields the evaluators need. */

@@ -14,8 +14,8 @@ test('yamllint is clean on the profiles, the nginx definition and the manifest',
   const files = [
     '.yamllint',
     'ansible/profiles',
-    'ansible/roles/tunekit/defaults/main/10-nginx.yml',
-    'ansible/roles/tunekit/vars/main.yml',
+    'roles/tunekit/defaults/main/10-nginx.yml',
+    'roles/tunekit/vars/main.yml',
     'test/fixtures/nginx',
   ];
   const r = spawnSync(YAMLLINT, ['--strict', '--format', 'parsable', ...files], { cwd: ROOT, encoding: 'utf8' });

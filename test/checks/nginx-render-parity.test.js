@@ -76,7 +76,7 @@ test('Node and Ansible render every manifest template to the same bytes', { time
     encoding: 'utf8',
     env: {
       ...process.env,
-      ANSIBLE_ROLES_PATH: path.join(ROOT, 'ansible/roles'),
+      ANSIBLE_ROLES_PATH: path.join(ROOT, 'roles'),
       ANSIBLE_NOCOLOR: '1',
       ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-tmp'),
       ANSIBLE_RETRY_FILES_ENABLED: '0',

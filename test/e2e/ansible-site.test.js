@@ -102,7 +102,7 @@ async function checkMetrics(h, workers) {
   // `tunekit status` on the host, as an operator runs it there (a copy of the kit
   // with its npm packages, docs/observability.md): it reads the same endpoints, so
   // it sees a row per worker slot, nginx's counters and the app socket's queue.
-  for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'package.json']) copyInto(h, path.join(ROOT, d), path.join('opt/tunekit-kit', d));
+  for (const d of ['app', 'bin', 'lib', 'roles', 'ansible', 'node_modules', 'package.json']) copyInto(h, path.join(ROOT, d), path.join('opt/tunekit-kit', d));
   const st = await h.ssh(`node /opt/tunekit-kit/bin/tunekit.js status --json --app-config ${vars.tunekit_app_config_path}`);
   assert.equal(st.code, 0, `tunekit status on ${h.name} (exit ${st.code}):\n${st.stdout}\n${st.stderr}`);
   const d = JSON.parse(st.stdout);

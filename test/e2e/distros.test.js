@@ -1,7 +1,12 @@
 'use strict';
 // site.yml onto the distributions operators run, each a booted systemd host with
 // its own nginx and Node from Debian (Ubuntu's archive is not reachable here;
-// the Debian release with the same nginx and Node stands in):
+// the Debian release with the same nginx and Node stands in). Every run here
+// uses the Ansible collection tunekit.stack as an operator installs it: built
+// from the checkout, installed from the tarball into a collections path outside
+// the repository, its playbook imported by a playbook of the operator's own
+// (test/lib/collection.js; nothing of the checkout on any Ansible path), so the
+// refusals below are also the collection's, ahead of Ansible's argument specs:
 // - Debian 11 (nginx 1.18, Node 12, as Ubuntu 22.04): the play refuses Debian's
 //   Node 12 before it deploys anything, naming the version and both ways out;
 //   then, with a supported Node copied onto the host (this machine's) and
@@ -30,6 +35,7 @@ const path = require('node:path');
 const autocannon = require('autocannon');
 const { bootHosts, stopHosts } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
+const { installCollection } = require('../lib/collection');
 const { resolve } = require('../../lib/config');
 const { MIN_NODE } = require('../../app/node-version');
 const { makeCA, makeLeaf } = require('../../lib/tls');
@@ -177,7 +183,11 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 45 * 6
     process.stderr.write(`distros: ${JSON.stringify(times)}\n`);
   });
   const started = Date.now();
-  const booted = await Promise.all(MATRIX.map((d) => bootHosts(1, { name: d.name, suite: d.suite })));
+  // The collection is built and installed while the hosts boot.
+  const [booted, collection] = await Promise.all([
+    Promise.all(MATRIX.map((d) => bootHosts(1, { name: d.name, suite: d.suite }))),
+    installCollection(path.join(dir, 'operator')),
+  ]);
   MATRIX.forEach((d, i) => { hosts[d.suite] = booted[i][0]; });
   times.bootS = Math.round((Date.now() - started) / 1000);
   const versions = {};
@@ -201,6 +211,7 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 45 * 6
   const hostVarsOf = (d) => ({ ...(d.tls ? TLS_VARS : {}), ...d.hostVars });
   runner = ansible.createRunner(Object.values(hosts), {
     name: 'tunekit-distros-e2e',
+    collection,
     groupVars: { tunekit_nginx_disable_sites: ['default'] },
     extraArgs: ['-e', 'tunekit_serial=100%'], // every host at once, as before the rollout
     hostVars: Object.fromEntries(MATRIX.filter((d) => d.hostVars || d.tls).map((d) => [hosts[d.suite].name, hostVarsOf(d)])),
@@ -232,6 +243,7 @@ test(`site.yml onto ${MATRIX.map((d) => d.label).join(', ')}`, { timeout: 45 * 6
     const r = await runner.playbook();
     times.deployAllS = Math.round((Date.now() - t0) / 1000);
     assert.equal(r.code, 0, `site.yml failed (log ${r.log}):\n${tailOf(r.out)}`);
+    assert.match(r.out, /^TASK \[tunekit\.stack\.tunekit_nginx : /m, "the play did not run the installed collection's roles");
     for (const h of Object.values(hosts)) assert.equal(r.recap[h.name].failed + r.recap[h.name].unreachable, 0, `${h.name} failed`);
     for (const d of MATRIX) {
       const h = hosts[d.suite];

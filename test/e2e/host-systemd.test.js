@@ -110,7 +110,7 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   const [host] = hosts;
 
   // The kit (runner, CLI and the defaults it reads, load generators with their node_modules) in /opt/tunekit-app.
-  for (const d of ['app', 'bin', 'lib', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/faults', 'package.json']) {
+  for (const d of ['app', 'bin', 'lib', 'roles', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/faults', 'package.json']) {
     nspawn.copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
   }
   await sh(host, [

@@ -15,7 +15,7 @@ const path = require('node:path');
 const h = require('../fixtures/runner/harness');
 const { runCommand } = require('../lib/util');
 
-const GATE = path.join(h.ROOT, 'ansible/roles/tunekit_rollout/files/health-gate.js');
+const GATE = path.join(h.ROOT, 'roles/tunekit_rollout/files/health-gate.js');
 
 /** The runner from a copy of app/ in `dir`, as the role lays it out (INSTALL_DIR/app/). */
 async function startCopy(t, dir, workers) {

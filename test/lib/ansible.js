@@ -14,6 +14,12 @@
 // extraArgs go before each run's own arguments (a later -e wins): suites that
 // test the deploy rather than the rollout give ['-e', 'tunekit_serial=100%'] to
 // deploy their hosts at once.
+//
+// With `collection` (test/lib/collection.js installCollection's result) the runs
+// use the installed collection instead of the checkout, as an operator outside
+// the repository does: a playbook of their own in the runner's directory that
+// imports tunekit.stack.site, their own ansible.cfg (the checkout's settings,
+// with collections_path and no roles_path), nothing of the checkout on any path.
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -29,8 +35,25 @@ const ROOT = path.resolve(__dirname, '../..');
 const ANSIBLE_DIR = path.join(ROOT, 'ansible');
 const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
 
-function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e', extraArgs = [] } = {}) {
+/** The runner's playbook and ansible.cfg: the checkout's, or (collection) an operator's own beside the inventory. */
+function playSetup(tmp, collection) {
+  if (!collection) return { cwd: ANSIBLE_DIR, playbook: 'site.yml', config: path.join(ANSIBLE_DIR, 'ansible.cfg'), env: {} };
+  const cfg = fs.readFileSync(path.join(ANSIBLE_DIR, 'ansible.cfg'), 'utf8')
+    .replace(/^roles_path = .*$/m, `collections_path = ${collection.collectionsPath}`);
+  assert.match(cfg, /^collections_path = /m, "ansible/ansible.cfg has no roles_path line to replace");
+  fs.writeFileSync(path.join(tmp, 'ansible.cfg'), cfg);
+  fs.writeFileSync(path.join(tmp, 'site.yml'), [
+    '---',
+    "- name: The kit's play, from the installed collection",
+    '  ansible.builtin.import_playbook: tunekit.stack.site',
+    '',
+  ].join('\n'));
+  return { cwd: tmp, playbook: 'site.yml', config: path.join(tmp, 'ansible.cfg'), env: { ANSIBLE_COLLECTIONS_SCAN_SYS_PATH: 'False' } };
+}
+
+function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2e', extraArgs = [], collection = null } = {}) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
+  const play = playSetup(tmp, collection);
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-logs-`));
   fs.mkdirSync(path.join(tmp, 'cp'));
   const inventory = path.join(tmp, 'inventory.ini');
@@ -57,10 +80,11 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
   let plays = 0;
 
   async function playbook(args = [], { limit } = {}) {
-    const r = await runCommand(PLAYBOOK, ['-i', inventory, 'site.yml', ...(limit ? ['--limit', limit] : []), ...extraArgs, ...args], {
-      cwd: ANSIBLE_DIR,
+    const r = await runCommand(PLAYBOOK, ['-i', inventory, play.playbook, ...(limit ? ['--limit', limit] : []), ...extraArgs, ...args], {
+      cwd: play.cwd,
       env: {
-        ANSIBLE_CONFIG: path.join(ANSIBLE_DIR, 'ansible.cfg'),
+        ...play.env,
+        ANSIBLE_CONFIG: play.config,
         ANSIBLE_FORCE_COLOR: '0',
         ANSIBLE_NOCOLOR: '1',
         ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),

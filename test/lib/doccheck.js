@@ -30,6 +30,8 @@ const EXEMPT = [
   [/^node test\/lib\/frameworks\.js build$/, 'installs the framework fixtures from the registry (about 400 MB, once): test/integration/frameworks.test.js runs the same install'],
   [/^(cd ansible && )?(\.\.\/\.venv\/bin\/)?ansible-playbook\b/, 'deploys over SSH to a host of your inventory: test/e2e/ansible-site.test.js runs the playbook on booted containers'],
   [/^cp examples\/inventory-one-host\.ini\b/, 'part of the Ansible deployment above (run from ansible/)'],
+  [/^ansible-galaxy collection (build|install)\b/, 'writes a tarball into the current folder or installs into ~/.ansible (git+ and -r name a URL or file of yours): test/checks/collection.test.js builds the collection and installs the tarball into a collections path of its own'],
+  [/^ansible-doc -t role tunekit\.stack\./, 'needs the collection installed: test/checks/collection.test.js runs ansible-doc on every role of the installed collection'],
   [/^cd ansible$/, 'part of the Ansible deployment above'],
   [/^systemd-analyze\b|^cat \/proc\/\$\(systemctl\b/, 'needs the units installed and systemd booted: test/e2e runs them in booted containers'],
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],

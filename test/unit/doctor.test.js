@@ -71,7 +71,7 @@ test('the common mistakes are each reported with a fix', () => {
   assert.deepEqual(ids(found, 'fail'), ['keepalive-http', 'keepalive-race', 'nofile', 'upgrade-map']);
   assert.deepEqual(ids(found, 'warn'), ['backlog']);
   const race = found.find((f) => f.id === 'keepalive-race');
-  // Where the values were read, then the rule's refusal (ansible/roles/tunekit/vars/rules.yml).
+  // Where the values were read, then the rule's refusal (roles/tunekit/vars/rules.yml).
   assert.match(race.what, /^app keepAliveTimeout 5000 ms \(app\.json\), nginx upstream app keepalive_timeout 75s: tunekit_app_keepalive_timeout_ms=5000 must be greater than tunekit_nginx_upstream_keepalive_timeout_s=75 /);
   assert.match(race.fix, /above 75000 ms/);
   for (const f of found.filter((x) => x.level !== 'ok')) assert.ok(f.fix, `${f.id} says how to fix it`);

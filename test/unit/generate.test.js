@@ -1,7 +1,8 @@
 'use strict';
 // `npm run generate` (lib/generate.js) writes every generated file of the tree:
 // the Ansible role's types.j2, the variables and version tables, the stock
-// profile, the reference configs. The committed tree must be what it writes,
+// profile, the roles' argument specs, the collection's version and sanity
+// ignore file, the reference configs. The committed tree must be what it writes,
 // and a change made in the definition and a template alone must reach all of
 // them (checked in a copy of the repository, never in this one).
 const test = require('node:test');
@@ -13,6 +14,7 @@ const { execFileSync } = require('node:child_process');
 const { generate, checkReport } = require('../../lib/generate');
 const { ROOT } = require('../../lib/template');
 const { runCommand } = require('../lib/util');
+const YAML = require('yaml');
 
 test('the committed tree is what npm run generate writes', () => {
   const changes = generate({ write: false });
@@ -40,7 +42,7 @@ const edit = (dir, rel, fn) => fs.writeFileSync(path.join(dir, rel), fn(read(dir
 
 test('a directive added to the definition and a template reaches every generated file', async (t) => {
   const dir = copyRepo(t);
-  edit(dir, 'ansible/roles/tunekit/defaults/main/10-nginx.yml', (text) => `${text}
+  edit(dir, 'roles/tunekit/defaults/main/10-nginx.yml', (text) => `${text}
 # Whether nginx sets SO_KEEPALIVE on its connections to the app.
 # Unit: bool | Upstream default: off | Why: a directive added by the generate test
 # Type: bool
@@ -60,17 +62,22 @@ tunekit_nginx_proxy_socket_keepalive: true
   assert.equal(run.code, 0, run.out);
   const refs = ['uds', 'tcp', 'stock', 'https'].map((n) => `docs/reference/${n}/etc/nginx/tunekit/proxy.conf`);
   assert.deepEqual(run.stdout.trim().split('\n').sort(), [
-    'ansible/roles/tunekit/templates/types.j2', 'ansible/README.md', 'docs/variables.md', 'ansible/profiles/stock.yml', ...refs,
+    'roles/tunekit/templates/types.j2', 'ansible/README.md', 'docs/variables.md', 'ansible/profiles/stock.yml',
+    'roles/tunekit_nginx/meta/argument_specs.yml', ...refs,
   ].map((f) => `wrote ${f}`).sort());
   // The same lines as the stale check named: --check lists what generate writes.
   assert.deepEqual(stale.stderr.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim().split(':')[0]).sort(),
     run.stdout.trim().split('\n').map((l) => l.replace(/^wrote /, '')).sort());
 
-  assert.match(read(dir, 'ansible/roles/tunekit/templates/types.j2'), /tunekit_nginx_proxy_socket_keepalive=\{\{ tunekit_nginx_proxy_socket_keepalive \}\} is not bool/);
+  assert.match(read(dir, 'roles/tunekit/templates/types.j2'), /tunekit_nginx_proxy_socket_keepalive=\{\{ tunekit_nginx_proxy_socket_keepalive \}\} is not bool/);
   for (const doc of ['docs/variables.md', 'ansible/README.md']) {
     assert.match(read(dir, doc), /^\| `tunekit_nginx_proxy_socket_keepalive` \| `true` \| `bool` \| bool \| off \| Whether nginx sets SO_KEEPALIVE/m, doc);
   }
   assert.match(read(dir, 'ansible/profiles/stock.yml'), /^tunekit_nginx_proxy_socket_keepalive: false$/m);
+  // ansible-doc -t role tunekit.stack.tunekit_nginx: the variable, what it does, its type and default.
+  const spec = YAML.parse(read(dir, 'roles/tunekit_nginx/meta/argument_specs.yml')).argument_specs.main.options.tunekit_nginx_proxy_socket_keepalive;
+  assert.equal(spec.description[0], 'Whether nginx sets SO_KEEPALIVE on its connections to the app.');
+  assert.deepEqual([spec.type, spec.default], ['bool', true]);
   for (const ref of refs) {
     const want = ref.includes('/stock/') ? 'off' : 'on';
     assert.match(read(dir, ref), new RegExp(`\\nproxy_socket_keepalive ${want};\\n$`), ref);
@@ -98,12 +105,12 @@ test('generate removes a reference file no template produces, and --check names 
 
 test('a definition generate cannot read is refused in one line, and nothing is written', async (t) => {
   const dir = copyRepo(t);
-  edit(dir, 'ansible/roles/tunekit/defaults/main/10-nginx.yml', (text) =>
+  edit(dir, 'roles/tunekit/defaults/main/10-nginx.yml', (text) =>
     text.replace('# Stock: 768\n', '# Stock: {{ tunekit_x }}\n').replace('tunekit_nginx_worker_connections: 4096', 'tunekit_nginx_worker_connections: 2048'));
   const before = read(dir, 'docs/variables.md');
   const run = await npm(dir, 'generate');
   assert.equal(run.code, 2, run.out);
   assert.equal(run.stdout, '');
-  assert.match(run.stderr, /^generate: ansible\/roles\/tunekit\/defaults\/main\/10-nginx\.yml: tunekit_nginx_worker_connections: "# Stock: \{\{ tunekit_x \}\}": quote a Jinja expression, as the definition's values do: "\{\{ tunekit_x \}\}"\n$/);
+  assert.match(run.stderr, /^generate: roles\/tunekit\/defaults\/main\/10-nginx\.yml: tunekit_nginx_worker_connections: "# Stock: \{\{ tunekit_x \}\}": quote a Jinja expression, as the definition's values do: "\{\{ tunekit_x \}\}"\n$/);
   assert.equal(read(dir, 'docs/variables.md'), before);
 });

@@ -191,7 +191,7 @@ test('every key of the drop-in template is commented with its scope and default'
 // nothing else of the kit): the command, its refusals included, runs from them.
 test('`tunekit sysctl apply` runs from the files the role copies to the host, and nothing else', (t) => {
   const YAML = require('yaml');
-  const { tunekit_sysctl_kit_files: files } = YAML.parse(fs.readFileSync(path.join(ROOT, 'ansible/roles/tunekit_sysctl/vars/main.yml'), 'utf8'));
+  const { tunekit_sysctl_kit_files: files } = YAML.parse(fs.readFileSync(path.join(ROOT, 'roles/tunekit_sysctl/vars/main.yml'), 'utf8'));
   const kit = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-kit-'));
   t.after(() => fs.rmSync(kit, { recursive: true, force: true }));
   for (const f of files) {

@@ -155,7 +155,7 @@ test('every tunable of every definition file is read somewhere (no dead knobs)',
   const word = (name) => new RegExp(`\\b${name}\\b`);
   // Readers: the manifest's templates, the Kubernetes templates (and lib/kubernetes.js,
   // which maps the pod's values onto the host ones), the roles' tasks, handlers, templates and vars.
-  const roles = path.join(ROOT, 'ansible/roles');
+  const roles = path.join(ROOT, 'roles');
   const readers = [
     ...renderer.loadManifest().map((e) => path.join(ROOT, e.src)),
     ...kubernetes.loadList().map((e) => path.join(ROOT, e.src)),

@@ -1,5 +1,5 @@
 'use strict';
-// The cross-layer rules (ansible/roles/tunekit/vars/rules.yml) are one table:
+// The cross-layer rules (roles/tunekit/vars/rules.yml) are one table:
 // each rule, broken on its own, is refused by `tunekit render`'s resolve with the
 // table's text, and — where a live host has the values — `tunekit doctor` names
 // it with the same text. test/checks/ansible-rules.test.js holds the role
