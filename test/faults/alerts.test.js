@@ -31,7 +31,7 @@ const { startStack } = require('../../lib/stack');
 const { freePort, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
-const { stopAfter, startHashStack, nofileLowering } = require('./stack');
+const { stopAfter, startHashStack, nofileLowering, loadedChildren } = require('./stack');
 
 const ROOT = path.resolve(__dirname, '../..');
 const RULES = path.join(ROOT, 'metrics/tunekit.rules.yml');
@@ -227,7 +227,7 @@ test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and Tune
   const stack = await startStack({ upstream: 'uds', workers: 1 });
   stopAfter(t, stack);
   const { prom } = await observe(t, stack);
-  const children = stack.pids().app.slice(1);
+  const children = await loadedChildren(stack);
   lower(children);
   await expectAlerts(t, prom, ['TunekitWorkerNearFileLimit', 'TunekitKeepaliveRace'], [],
     () => burst(`${stack.url}?delay_ms=500`, 40));

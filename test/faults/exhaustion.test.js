@@ -14,7 +14,7 @@ const net = require('node:net');
 const { spawn } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { record } = require('./report');
-const { stopAfter, doctor, errorLog, burst, nofileLowering } = require('./stack');
+const { stopAfter, doctor, errorLog, burst, nofileLowering, loadedChildren } = require('./stack');
 const { until } = require('../lib/util');
 
 const COMMAND = 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/exhaustion.test.js';
@@ -53,7 +53,7 @@ test('app open-files limit too low (EMFILE): 502 for the connections past it, th
   assert.equal((await fetch(stack.url)).status, 200);
   // Room for 8 more descriptors in each app child (the worker, and a spare if the
   // runner keeps one), set on the running processes as a low LimitNOFILE= would.
-  const children = stack.pids().app.slice(1);
+  const children = await loadedChildren(stack);
   const limits = lower(children);
 
   // The worker reads its limit again every second (app/worker.js): wait until it has.

@@ -10,6 +10,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { startStack } = require('../../lib/stack');
 const { alive } = require('../../lib/proc');
+const { until } = require('../lib/util');
 const hashApp = require('../fixtures/faults/hash-app');
 
 const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
@@ -79,4 +80,21 @@ function nofileLowering(t) {
   });
 }
 
-module.exports = { startHashStack, stopAfter, doctor, doctorAt, errorLog, burst, nofileLowering };
+/**
+ * The app's children once every one has loaded: the serving workers and, when the
+ * runner keeps one (tunekit_app_spare_workers), the spare after its spare-ready
+ * line. The runner forks the spare just after its ready line; a limit lowered on a
+ * spare still loading its modules makes it fail for want of descriptors a real
+ * LimitNOFILE= would have given it from the start.
+ */
+async function loadedChildren(stack) {
+  const spareReady = () => fs.readFileSync(stack.appLogPath, 'utf8').split('\n')
+    .filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).find((e) => e.event === 'spare-ready');
+  let spare = null;
+  if (stack.vars.tunekit_app_spare_workers > 0) spare = await until('the spare to load', spareReady, 60000, 50);
+  const children = stack.pids().app.slice(1);
+  if (spare) assert.ok(children.includes(spare.worker_pid), `the spare ${spare.worker_pid} is among the app's children ${children}`);
+  return children;
+}
+
+module.exports = { startHashStack, stopAfter, doctor, doctorAt, errorLog, burst, nofileLowering, loadedChildren };
