@@ -25,6 +25,31 @@ function freePort() {
   });
 }
 
+/**
+ * n distinct TCP ports on 127.0.0.1, free a moment ago: all held open at once
+ * while they are chosen, so two of them are never the same port (freePort()
+ * called twice may be given one port twice), and none of `except`.
+ */
+async function freePorts(n, except = []) {
+  const servers = [];
+  try {
+    const ports = [];
+    while (ports.length < n) {
+      const srv = net.createServer();
+      srv.unref();
+      servers.push(srv);
+      const port = await new Promise((resolve, reject) => {
+        srv.on('error', reject);
+        srv.listen(0, '127.0.0.1', () => resolve(srv.address().port));
+      });
+      if (!except.includes(port)) ports.push(port);
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((srv) => new Promise((resolve) => srv.close(() => resolve()))));
+  }
+}
+
 function readStat(pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -79,4 +104,4 @@ function signal(pid, sig) {
   }
 }
 
-module.exports = { freePort, readStat, alive, cmdline, childrenOf, readPid, signal, RUNNER_CMD, WORKER_CMD };
+module.exports = { freePort, freePorts, readStat, alive, cmdline, childrenOf, readPid, signal, RUNNER_CMD, WORKER_CMD };

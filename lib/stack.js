@@ -24,7 +24,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { spawn } = require('node:child_process');
 const config = require('./config');
-const { freePort, alive, cmdline, childrenOf, readPid, signal } = require('./proc');
+const { freePorts, alive, cmdline, childrenOf, readPid, signal } = require('./proc');
 const renderer = require('./render');
 const { nginxBinary } = require('./nginx');
 const { ROOT } = require('./template');
@@ -193,19 +193,21 @@ async function stackVars({ upstream, profile, workers, module, set, varsFiles, p
   const profiles = config.choices('tunekit_profile');
   if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
   const kind = upstream || (profile === 'stock' ? 'tcp' : 'uds');
-  const nginxPort = port || await freePort();
+  // Every port the stack listens on, chosen at once: distinct from each other and from a given one.
+  const [free, metricsPort, statusPort, tcpPort, freeTls] = await freePorts(5, port ? [port] : []);
+  const nginxPort = port || free;
   const sets = [
     `tunekit_upstream_kind=${kind}`,
     `tunekit_app_workers=${workers}`,
     'tunekit_nginx_listen_address=127.0.0.1',
     `tunekit_nginx_listen_port=${nginxPort}`,
     // The runner's metrics endpoint on a free loopback port (a caller's set may turn it off).
-    `tunekit_metrics_listen=tcp:127.0.0.1:${await freePort()}`,
+    `tunekit_metrics_listen=tcp:127.0.0.1:${metricsPort}`,
     // The status listener (tunekit_nginx_status) on a free port too: two stacks never share one.
-    `tunekit_nginx_status_port=${await freePort()}`,
+    `tunekit_nginx_status_port=${statusPort}`,
   ];
-  if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${await freePort()}`);
-  const tlsPort = tls ? await freePort() : null;
+  if (kind === 'tcp') sets.push(`tunekit_app_tcp_port=${tcpPort}`);
+  const tlsPort = tls ? freeTls : null;
   if (tls) sets.push('tunekit_nginx_tls=true', `tunekit_nginx_tls_port=${tlsPort}`);
   if (module) sets.push(`tunekit_app_module=${path.resolve(module)}`);
   const hostVars = config.resolve({
