@@ -201,4 +201,34 @@ function workersOf(pid) {
   return childrenOf(pid).filter((k) => WORKER_CMD.test(cmdline(k)));
 }
 
-module.exports = { find, locate, pm2Bin, pm2Home, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };
+/**
+ * The app.json of the app named `name` on this host (several apps, tunekit_apps):
+ * the settings file under etcDir/*\/app.json whose "name" it is.
+ * @returns {string} its path; throws a UsageError naming the apps found otherwise
+ */
+function appConfigByName(name, etcDir = '/etc') {
+  const { UsageError } = require('./errors');
+  const found = [];
+  let dirs = [];
+  try {
+    dirs = fs.readdirSync(etcDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+  } catch {
+    // no such directory: nothing found
+  }
+  for (const d of dirs) {
+    const file = path.join(etcDir, d, 'app.json');
+    let settings;
+    try {
+      settings = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch {
+      continue; // not the runner's settings, or not readable
+    }
+    if (!settings || typeof settings.name !== 'string' || !('listen' in settings)) continue;
+    if (settings.name === name) return file;
+    found.push(settings.name);
+  }
+  const here = found.length ? `the apps here: ${found.join(', ')}` : `no runner settings (app.json) under ${etcDir}/*/`;
+  throw new UsageError(`--app ${name}: no ${etcDir}/*/app.json is the settings of an app named ${name} (${here}); give its settings file with --app-config FILE`);
+}
+
+module.exports = { appConfigByName, find, locate, pm2Bin, pm2Home, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };

@@ -25,6 +25,7 @@ const types = require('./config/types');
 const vartable = require('./config/vartable');
 const { STOCK_PROFILE, stockProfile } = require('./config/stock');
 const argspecs = require('./config/argspecs');
+const apps = require('./config/apps');
 const collection = require('./collection');
 const renderer = require('./render');
 
@@ -61,6 +62,15 @@ function referenceTrees(ctx) {
 }
 
 const GENERATORS = [
+  {
+    what: 'the Ansible roles\' per-app values and loop, from the # Per app: lines',
+    run: () => ({
+      files: [
+        { file: apps.APP_VARS_TEMPLATE, content: apps.appVarsTemplate() },
+        { file: apps.EACH_APP_TASKS, content: apps.eachAppTasks() },
+      ],
+    }),
+  },
   {
     what: "the Ansible role's type checks, from the # Type: lines",
     run: () => ({ files: [{ file: types.TYPES_TEMPLATE, content: types.jinjaChecks(types.readTypes(defaultFiles())) }] }),

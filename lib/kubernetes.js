@@ -10,6 +10,7 @@
 // in memory before a file is written (lib/render.js writeAtomic).
 
 const crypto = require('node:crypto');
+const apps = require('./config/apps');
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
@@ -65,6 +66,9 @@ function configFiles(rendered) {
  * @returns {{files: {dest: string, content: string}[], vars: object}}
  */
 function renderKubernetes({ varsFiles = [], set = [], overrides = {} } = {}) {
+  // Several apps share no host in Kubernetes: each is a pod of its own, checked alone.
+  const probe = config.resolve({ varsFiles, set, overrides, check: false });
+  if (Array.isArray(probe.tunekit_apps) && probe.tunekit_apps.length) return renderEachApp(probe, { varsFiles, set, overrides });
   const first = config.resolve({ varsFiles, set, overrides });
   if (first.tunekit_upstream_kind === 'tcp' || first.tunekit_profile === 'stock') {
     throw new config.ConfigError('the pod shares a Unix socket between nginx and the app; ' +
@@ -100,6 +104,23 @@ function renderKubernetes({ varsFiles = [], set = [], overrides = {} } = {}) {
     }
   });
   return { files, vars };
+}
+
+/**
+ * Several apps (tunekit_apps): one pod per app, each rendered as the one app of
+ * its own pod (the entry's values over the host-wide ones; the pod's CPU decides
+ * its workers), its manifests under DIR/NAME/ and named after it (tunekit_k8s_name).
+ */
+function renderEachApp(host, { varsFiles, set, overrides }) {
+  const files = [];
+  const vars = [];
+  for (const entry of host.tunekit_apps) {
+    const own = Object.fromEntries(Object.entries(entry).map(([k, v]) => [apps.SHORT[k] || k, v]));
+    const one = renderKubernetes({ varsFiles, set, overrides: { ...overrides, ...own, tunekit_apps: [] } });
+    for (const f of one.files) files.push({ dest: path.join(String(entry.name), f.dest), content: f.content });
+    vars.push(one.vars);
+  }
+  return { files, vars: vars[0], apps: vars };
 }
 
 /**

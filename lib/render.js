@@ -22,6 +22,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { createEnv, ROOT } = require('./template');
 const { checkVars, requireNginxVersion } = require('./config');
+const apps = require('./config/apps');
 const { readDefinition } = require('./config/definition');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
@@ -102,6 +103,11 @@ function prefixVars(vars, dir, { nginxUser = null } = {}) {
   out.tunekit_app_user = me.username;
   out.tunekit_app_group = group;
   out.tunekit_socket_group = nginxUser ? primaryGroup(nginxUser) : group;
+  if (vars.tunekit_apps_resolved) {
+    // Each app's set is prefixed the same way; the host-wide set stands for no app.
+    out.tunekit_apps_resolved = vars.tunekit_apps_resolved.map((a) => prefixVars(a, dir, { nginxUser }));
+    return out;
+  }
   const problems = checkVars(out);
   if (problems.length) {
     throw new ConfigError(`inconsistent settings once prefixed with ${root}:\n  - ${problems.join('\n  - ')}`);
@@ -151,9 +157,13 @@ function throwawayCertificate(vars, algorithm) {
  * @param {object} [opts.contentVars=vars]  values the file contents are rendered with
  * @param {string[]} [opts.layers]  only these layers (nginx, app, systemd, sysctl, pm2)
  * @param {object[]} [opts.manifest]  entries to render instead of the manifest file's
- * @returns {{dest: string, src: string, layer: string, mode: number, content: string}[]}
+ * @param {string|null} [opts.only]  of the per-app files (scope app), only this app's
+ * @returns {{dest: string, src: string, layer: string, mode: number, content: string, app?: string}[]}
  */
-function renderAll(vars, { contentVars = vars, layers = null, manifest = null } = {}) {
+function renderAll(vars, { contentVars = vars, layers = null, manifest = null, only = null } = {}) {
+  if (only && !apps.appSets(vars).some((a) => a.tunekit_app_name === only)) {
+    throw new ConfigError(`no app is named ${only}; the apps are ${apps.appSets(vars).map((a) => a.tunekit_app_name).join(', ')} (tunekit_apps)`);
+  }
   const env = createEnv();
   const out = [];
   const missing = [];
@@ -165,22 +175,20 @@ function renderAll(vars, { contentVars = vars, layers = null, manifest = null } 
       missing.push(entry.src);
       continue;
     }
-    let dest;
-    try {
-      dest = env.renderString(String(entry.dest), vars);
-    } catch (err) {
-      throw templateError(`the dest of ${entry.src}`, err);
+    const mode = parseInt(String(entry.mode || '0644'), 8);
+    if (entry.scope === 'app') {
+      // Once per app: its own dest and content (tunekit_apps).
+      const destSets = apps.appSets(vars);
+      apps.appSets(contentVars).forEach((set, i) => {
+        if (only && destSets[i].tunekit_app_name !== only) return;
+        out.push({ dest: destOf(env, entry, destSets[i]), src: entry.src, layer: entry.layer, mode, content: renderOne(env, entry.src, set), app: destSets[i].tunekit_app_name });
+      });
+      continue;
     }
-    if (!path.isAbsolute(dest) || path.normalize(dest) !== dest) {
-      throw new ConfigError(`${entry.src} renders to "${dest}", which is not a clean absolute path; check the variables in its dest (${entry.dest})`);
-    }
-    let content;
-    try {
-      content = env.render(entry.src, contentVars);
-    } catch (err) {
-      throw templateError(entry.src, err);
-    }
-    out.push({ dest, src: entry.src, layer: entry.layer, mode: parseInt(String(entry.mode || '0644'), 8), content });
+    // One file: once for the host, or each app's block (apps) or site (sites) in turn.
+    const sets = entry.scope === 'apps' ? apps.appSets(contentVars) : entry.scope === 'sites' ? apps.siteSets(contentVars) : [contentVars];
+    const content = sets.map((set) => renderOne(env, entry.src, set)).join('\n');
+    out.push({ dest: destOf(env, entry, vars), src: entry.src, layer: entry.layer, mode, content });
   }
   if (missing.length) {
     throw new ConfigError(
@@ -189,6 +197,27 @@ function renderAll(vars, { contentVars = vars, layers = null, manifest = null } 
     );
   }
   return out;
+}
+
+function destOf(env, entry, vars) {
+  let dest;
+  try {
+    dest = env.renderString(String(entry.dest), vars);
+  } catch (err) {
+    throw templateError(`the dest of ${entry.src}`, err);
+  }
+  if (!path.isAbsolute(dest) || path.normalize(dest) !== dest) {
+    throw new ConfigError(`${entry.src} renders to "${dest}", which is not a clean absolute path; check the variables in its dest (${entry.dest})`);
+  }
+  return dest;
+}
+
+function renderOne(env, src, vars) {
+  try {
+    return env.render(src, vars);
+  } catch (err) {
+    throw templateError(src, err);
+  }
 }
 
 function writeAtomic(file, content, mode) {
@@ -215,13 +244,14 @@ function writeAtomic(file, content, mode) {
  * @param {'ec'|'rsa'} [opts.throwawayKey='ec']  key type of a throwaway certificate (prefixed TLS trees)
  * @param {string|null} [opts.nginxUser]  prefixed trees: nginx's workers run as this user, the socket
  *   in its primary group (default: the caller and its group)
+ * @param {string|null} [opts.only]  of the per-app files, only this app's (tunekit_apps)
  * @returns {{files: string[], dirs: string[], vars: object}} absolute paths written, the values used
  */
-function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null } = {}) {
+function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null, only = null } = {}) {
   const root = path.resolve(outDir);
-  if (!prefix) requireAbsolutePaths(vars); // prefixVars checks them too
+  if (!prefix) for (const set of apps.appSets(vars)) requireAbsolutePaths(set); // prefixVars checks them too
   const contentVars = prefix ? prefixVars(vars, root, { nginxUser }) : vars;
-  const rendered = renderAll(vars, { contentVars, layers, manifest });
+  const rendered = renderAll(vars, { contentVars, layers, manifest, only });
   const files = [];
   for (const r of rendered) {
     const file = path.join(root, r.dest);
@@ -241,10 +271,12 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null, 
     }
     // The socket's directory: searchable by the socket group only (0750), as
     // systemd's RuntimeDirectory makes it on a host.
-    makeDirs(contentVars.tunekit_socket_dir, { mode: 0o750 });
-    dirs.push(contentVars.tunekit_socket_dir);
+    for (const socketDir of new Set(apps.appSets(contentVars).map((a) => a.tunekit_socket_dir))) {
+      makeDirs(socketDir, { mode: 0o750 });
+      dirs.push(socketDir);
+    }
   }
-  return { files, dirs, vars: contentVars, rendered: rendered.map(({ dest, src, layer }) => ({ dest, src, layer })) };
+  return { files, dirs, vars: contentVars, rendered: rendered.map(({ dest, src, layer, app }) => ({ dest, src, layer, ...(app ? { app } : {}) })) };
 }
 
 /**
@@ -267,6 +299,9 @@ function installSteps(vars, rendered, { outDir, kit }) {
   const pm2 = bySrc('app/pm2/ecosystem.config.js.j2');
   const nginxDropIn = bySrc('systemd/nginx-limits.conf.j2');
   const sysctlFile = bySrc('sysctl/sysctl.conf.j2');
+  // The apps whose files were rendered (all, or the one of --app): one is told as the one app of a host is.
+  const appList = apps.appSets(vars).filter((a) => !unit || rendered.some((r) => r.src === unit.src && (r.app || a.tunekit_app_name) === a.tunekit_app_name));
+  if (appList.length === 1) vars = appList[0];
   const user = vars.tunekit_app_user;
   const group = vars.tunekit_socket_group;
   const uds = vars.tunekit_upstream_kind !== 'tcp';
@@ -283,7 +318,12 @@ function installSteps(vars, rendered, { outDir, kit }) {
     const why = nginx && uds ? `; nginx's user ${vars.tunekit_nginx_user} joins the socket group ${group} to reach the socket` : '';
     steps.push(`Create the app's user ${user} and its group${why}:\n${accounts.map((c) => `     ${c}`).join('\n')}`);
   }
-  if (unit || pm2) {
+  if (appList.length > 1 && unit) {
+    const dirs = appList.map((a) => a.tunekit_app_install_dir);
+    steps.push(`Put the runner (the kit's app/ folder, node: built-ins only) in each app's directory; each app's unit starts ${vars.tunekit_node_bin} DIR/app/cluster.js:\n` +
+      `${dirs.map((d) => `     mkdir -p ${d} && cp -r ${path.join(ROOT, 'app')} ${d}/`).join('\n')}\n   ` +
+      `Each serves its tunekit_app_module (the kit's example app when unset): ${appList.map((a) => `${a.tunekit_app_name} ${a.tunekit_app_module || 'example'}`).join(', ')}.`);
+  } else if (unit || pm2) {
     const runner = `${vars.tunekit_app_install_dir}/app`;
     const app = vars.tunekit_app_module
       ? `It serves ${vars.tunekit_app_module}: the user ${user} must be able to read it (and its node_modules).`
@@ -308,7 +348,7 @@ function installSteps(vars, rendered, { outDir, kit }) {
   }
   const units = [unit, socketUnit, nginxDropIn, bySrc('app/pm2/pm2-service.conf.j2')].filter(Boolean);
   if (units.length) {
-    const start = socketUnit ? `${vars.tunekit_app_name}.socket ${vars.tunekit_app_name}.service` : `${vars.tunekit_app_name}`;
+    const start = appList.map((a) => (socketUnit ? `${a.tunekit_app_name}.socket ${a.tunekit_app_name}.service` : a.tunekit_app_name)).join(' ');
     const cmds = ['systemctl daemon-reload'];
     if (unit) cmds.push(`systemctl enable --now ${start}`);
     steps.push(`Load the systemd units${unit ? ' and start the app' : ''}:\n     ${cmds.join(' && ')}`);

@@ -3,6 +3,8 @@
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
 const command = require('../../lib/command');
+const { UsageError } = require('../../lib/errors');
+const { appConfigByName } = require('../../lib/apphost');
 const doctor = require('../../lib/doctor');
 
 const COMMAND = {
@@ -15,6 +17,7 @@ const COMMAND = {
     // The defaults are lib/doctor's: given or not, the app's socket is looked for differently.
     'nginx-conf': { type: 'string', value: 'PATH', help: `nginx's main config (default: ${doctor.DEFAULT_NGINX_CONF})` },
     'app-config': { type: 'string', value: 'PATH', help: `the runner's app.json (default: ${doctor.DEFAULT_APP_CONFIG})` },
+    app: { type: 'string', value: 'NAME', help: 'with several apps on the host (tunekit_apps): the app of this name (its /etc/*/app.json), instead of --app-config' },
     socket: { type: 'string', value: 'PATH', help: 'the app socket (default: every unix: server in nginx\'s upstreams)' },
     json: { type: 'boolean', help: 'print findings as JSON' },
   },
@@ -29,6 +32,10 @@ const parse = (argv) => command.parse(COMMAND, argv).values;
 async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
+  if (opts.app !== undefined) {
+    if (opts['app-config']) throw new UsageError('--app NAME and --app-config FILE name the same thing; give one');
+    opts['app-config'] = appConfigByName(opts.app);
+  }
   const facts = await doctor.gather({
     ...(opts['nginx-conf'] && { nginxConf: opts['nginx-conf'] }),
     ...(opts['app-config'] && { appConfig: opts['app-config'] }),

@@ -14,6 +14,7 @@ const renderer = require('../../lib/render');
 const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
 const { makeDirs } = require('../../lib/files');
+const { appSets } = require('../../lib/config/apps');
 
 const TARGETS = ['host', 'kubernetes'];
 
@@ -32,11 +33,13 @@ const COMMAND = {
     check: { type: 'boolean', help: 'render a prefixed copy to a temp dir and run nginx -t on it before anything is written; refuse the render if nginx does; print only problems' },
     layer: { type: 'string', value: 'NAME', multiple: true, choices: [...new Set(renderer.loadManifest().map((e) => e.layer))], help: 'only this layer; without it, every layer' },
     'nginx-version': { type: 'string', value: 'X.Y.Z', help: 'the nginx version on the target host (`nginx -v` there; default: ask the local nginx). Directives the version lacks are left out with a comment (docs/versions.md); below 1.18.0 the render is refused' },
+    app: { type: 'string', value: 'NAME', help: 'with several apps (tunekit_apps): of the per-app files (settings, units), only this app\'s; nginx\'s files still hold every app' },
     target: { type: 'string', value: 'NAME', choices: TARGETS, default: 'host', help: 'host: the files above; kubernetes: a Deployment (nginx + the runner in one pod), a Service and ConfigMaps as DIR/deployment.yaml, service.yaml, configmap.yaml; see docs/kubernetes.md' },
   },
   examples: [
     'tunekit render --out /tmp/tunekit-host --set tunekit_app_workers=4',
     'tunekit render --out /tmp/tunekit-small --vars ansible/profiles/small.yml --layer nginx --check',
+    'tunekit render --out /tmp/tunekit-api --vars test/fixtures/apps/three-apps.yml --app api',
   ],
   notes: 'Variables and their defaults: docs/variables.md.',
 };
@@ -69,7 +72,10 @@ async function main(argv) {
   if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
   const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
   // Before anything is written, with or without --prefix/--check.
-  renderer.requireAbsolutePaths(vars);
+  for (const set of appSets(vars)) renderer.requireAbsolutePaths(set);
+  if (opts.app !== undefined && !appSets(vars).some((a) => a.tunekit_app_name === opts.app)) {
+    throw new UsageError(`--app ${opts.app}: no app is named so; the apps are ${appSets(vars).map((a) => a.tunekit_app_name).join(', ')} (tunekit_apps)`);
+  }
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {
@@ -88,7 +94,8 @@ async function main(argv) {
     throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
   }
   makeDirs(outDir, { what: `--out ${opts.out}` });
-  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers });
+  const only = opts.app === undefined ? null : opts.app;
+  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers, only });
   // --check: silent but for problems (its nginx -t ran before the write).
   if (opts.check) return 0;
   console.log(`wrote ${files.length} files under ${outDir}:`);

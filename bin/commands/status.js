@@ -9,6 +9,7 @@
 
 const { inputFile, wholeNumber } = require('../../lib/args');
 const command = require('../../lib/command');
+const { appConfigByName } = require('../../lib/apphost');
 const { UsageError } = require('../../lib/errors');
 const status = require('../../lib/status');
 const { DEFAULT_APP_CONFIG, DEFAULT_NGINX_CONF } = require('../../lib/doctor');
@@ -26,6 +27,7 @@ const COMMAND = {
     watch: { type: 'string', value: 'S', help: 'print again every S seconds (1 to 3600) until Ctrl-C' },
     count: { type: 'string', value: 'N', help: 'with --watch: stop after N readings (1 to 100000)' },
     'app-config': { type: 'string', value: 'FILE', help: `the app's app.json (default: ${DEFAULT_APP_CONFIG})` },
+    app: { type: 'string', value: 'NAME', help: 'with several apps on the host (tunekit_apps): the app of this name (its /etc/*/app.json), instead of --app-config' },
     'nginx-conf': { type: 'string', value: 'FILE', help: `nginx's main file (default: ${DEFAULT_NGINX_CONF}); its stub_status server and error log are read` },
     metrics: { type: 'string', value: 'URL', multiple: true, help: 'the runner\'s metrics endpoint(s) instead of app.json\'s "metricsListen" (http://HOST:PORT/metrics)' },
     status: { type: 'string', value: 'URL', help: 'nginx\'s stub_status instead of the one in nginx\'s files' },
@@ -43,6 +45,10 @@ const parse = (argv) => command.parse(COMMAND, argv).values;
 async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
+  if (opts.app !== undefined) {
+    if (opts['app-config']) throw new UsageError('--app NAME and --app-config FILE name the same thing; give one');
+    opts['app-config'] = appConfigByName(opts.app);
+  }
   const minutes = wholeNumber('minutes', opts.minutes, 1, 1440);
   const every = opts.watch === undefined ? null : wholeNumber('watch', opts.watch, 1, 3600);
   if (opts.count !== undefined && every === null) throw new UsageError('--count N goes with --watch S (how many readings, S seconds apart)');

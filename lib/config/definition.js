@@ -8,6 +8,7 @@
 //   # Prefix: yes      a host path `tunekit render --prefix` moves under the tree (lib/render.js)
 //   # Pod: <value>     what the Kubernetes pod sets it to (lib/kubernetes.js): a YAML
 //                      scalar, which may be Jinja over the pod's tunekit_k8s_* values
+//   # Per app: yes     an entry of tunekit_apps may set it for its app alone (lib/config/apps.js)
 //   # Stock: <value>   its value in the stock profile, a YAML scalar (Jinja allowed);
 //                      ansible/profiles/stock.yml is generated from these lines
 //   # See: <link>
@@ -34,7 +35,7 @@ function defaultFiles() {
  * comment between them share the block above the first (e.g. user and group).
  * @returns {{file: string, key: string, value: string, what: string, unit: string,
  *            upstream: string, why: string, type: string, see: string,
- *            prefix: boolean, pod: string|null, stock: string|null}[]}
+ *            prefix: boolean, perApp: boolean, pod: string|null, stock: string|null}[]}
  *          (pod and stock: the line's YAML text, as written)
  */
 function readDefinition(files = defaultFiles()) {
@@ -72,9 +73,9 @@ function show(value) {
 }
 
 function parseBlock(lines, where) {
-  const info = { what: [], unit: '', upstream: '', why: '', type: '', see: '', prefix: false, pod: null, stock: null };
+  const info = { what: [], unit: '', upstream: '', why: '', type: '', see: '', prefix: false, perApp: false, pod: null, stock: null };
   for (const line of lines) {
-    const annotation = /^(Type|See|Prefix|Pod|Stock):\s*(.*)$/.exec(line);
+    const annotation = /^(Type|See|Prefix|Pod|Stock|Per app):\s*(.*)$/.exec(line);
     if (/^Unit:/.test(line)) {
       for (const part of line.split(/ \| (?=Upstream default:|Why:)/)) {
         const m = /^(Unit|Upstream default|Why):\s*(.*)$/.exec(part.trim());
@@ -82,9 +83,10 @@ function parseBlock(lines, where) {
       }
     } else if (annotation) {
       const [, name, text] = annotation;
-      if (name === 'Prefix' && text !== 'yes') throw new Error(`${where}: "# Prefix: ${text}": write "# Prefix: yes", or leave the line out`);
+      if ((name === 'Prefix' || name === 'Per app') && text !== 'yes') throw new Error(`${where}: "# ${name}: ${text}": write "# ${name}: yes", or leave the line out`);
       if (name === 'Pod' || name === 'Stock') yamlScalar(text, `${where}: "# ${name}: ${text}"`);
-      info[name.toLowerCase()] = name === 'Prefix' ? true : text;
+      if (name === 'Per app') info.perApp = true;
+      else info[name.toLowerCase()] = name === 'Prefix' ? true : text;
     } else {
       info.what.push(line);
     }

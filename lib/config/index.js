@@ -19,6 +19,7 @@ const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const types = require('./types');
 const rules = require('./rules');
+const apps = require('./apps');
 const { ConfigError } = require('../errors');
 const { reason } = require('../files');
 
@@ -244,12 +245,46 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   refuseWrongTypes(given, raw, typeOf, where);
   const vars = evaluate(raw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(raw[k], where[k]) }));
   const env = createEnv();
-  if (check) {
-    const problems = checkVars(vars, env);
-    if (problems.length === 1) throw new ConfigError(`inconsistent settings: ${problems[0]}`);
-    if (problems.length) throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
+  const problems = check ? checkVars(vars, env) : [];
+  if (Array.isArray(vars.tunekit_apps) && vars.tunekit_apps.length) {
+    const { resolved, refusals } = resolveApps(raw, vars, { typeOf, where, known: new Set(known), env });
+    vars.tunekit_apps_resolved = resolved;
+    vars.tunekit_host_cpus = apps.hostCpus(vars);
+    // Each app's set holds the host-wide values too, so the apps' refusals are all of them.
+    if (check) problems.splice(0, problems.length, ...refusals);
   }
+  if (problems.length === 1) throw new ConfigError(`inconsistent settings: ${problems[0]}`);
+  if (problems.length) throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
   return vars;
+}
+
+/**
+ * Each app of tunekit_apps evaluated: the host-wide raw values with the entry's
+ * on top (lib/config/apps.js), types checked, the cross-layer rules run on each
+ * app's set (refusals prefixed "app NAME: ") and the cross-app checks on all.
+ * @returns {{resolved: object[], refusals: string[]}}
+ */
+function resolveApps(raw, host, { typeOf, where, known, env }) {
+  const list = host.tunekit_apps;
+  const entryProblems = apps.entryProblems(list, known);
+  if (entryProblems.length === 1) throw new ConfigError(entryProblems[0]);
+  if (entryProblems.length) throw new ConfigError(`tunekit_apps:\n  - ${entryProblems.join('\n  - ')}`);
+  const cpus = apps.hostCpus(host);
+  const values = apps.divideCpus(apps.entryValues(list, host), host, cpus);
+  const resolved = values.map((own, i) => {
+    const from = `tunekit_apps[${i}] (${list[i].name})`;
+    const appWhere = { ...where, ...Object.fromEntries(Object.keys(own).map((k) => [k, from])) };
+    const appRaw = { ...raw, ...own };
+    refuseWrongTypes(Object.keys(own).filter((k) => !isTemplated(own[k])), appRaw, typeOf, appWhere);
+    return evaluate(appRaw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(appRaw[k], appWhere[k]) }));
+  });
+  // A refusal every app's set gives alike (a host-wide value) is said once, unprefixed.
+  const each = resolved.map((app) => checkVars(app, env));
+  const refusals = [...new Set(each.flat())].filter((p) => each.every((list) => list.includes(p)));
+  each.forEach((list, i) => refusals.push(...list.filter((p) => !refusals.includes(p)).map((p) => `app ${resolved[i].tunekit_app_name}: ${p}`)));
+  const all = env.render(apps.APPS_CHECKS_TEMPLATE, { ...host, tunekit_host_cpus: cpus, tunekit_apps_resolved: resolved });
+  refusals.push(...all.split('\n').map((l) => l.trim()).filter(Boolean));
+  return { resolved, refusals };
 }
 
 function refuseWrongTypes(keys, values, typeOf, where) {

@@ -26,7 +26,7 @@ function cell(text) {
 function table(files = defaultFiles()) {
   const rows = readDefinition(files).map((d) => {
     const what = d.see ? `${d.what} [docs](${d.see})` : d.what;
-    const why = d.why ? ` *Why:* ${d.why}.` : '';
+    const why = (d.why ? ` *Why:* ${d.why}.` : '') + (d.perApp ? ' *Per app:* an entry of `tunekit_apps` may set it.' : '');
     const type = d.type ? `\`${cell(d.type)}\`` : '–';
     return `| \`${d.key}\` | \`${cell(d.value) || '""'}\` | ${type} | ${cell(d.unit) || '–'} | ${cell(d.upstream) || '–'} | ${cell(what)}${cell(why) ? ` ${cell(why)}` : ''} |`;
   });

@@ -33,6 +33,8 @@ const SETS = {
     'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53', 'tunekit_nginx_gzip_level=6'] },
   http3: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_nginx_openssl_version=3.6.5', 'tunekit_nginx_http3_module=true', 'tunekit_nginx_tls=true',
     'tunekit_nginx_http3=true', 'tunekit_nginx_tls_early_data=true', 'tunekit_nginx_quic_retry=true'] },
+  // Several apps: two sites, one with a location prefix, one app's own upstream kind and workers.
+  apps: { varsFiles: [path.join(ROOT, 'test/fixtures/apps/three-apps.yml')], set: ['tunekit_nginx_version=1.26.3', 'tunekit_host_cpus=4'] },
   dedicated: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_nginx_host_mode=dedicated', 'tunekit_nginx_default_server=false', 'tunekit_nginx_server_name=app.example.test'] },
 };
 
@@ -102,4 +104,12 @@ test('Node and Ansible render every manifest template to the same bytes', { time
   assert.match(up('per_worker'), /server unix:\/run\/tunekit-app\/app\.sock\.3 /);
   assert.match(up('tcp'), /server 127\.0\.0\.1:3101 /);
   assert.ok(!fs.existsSync(path.join(tmp, 'ansible', 'stock', 'etc/nginx/tunekit/upstream.conf')));
+  // Several apps: each its own settings and unit, its upstream block and its location.
+  assert.match(up('apps'), /upstream api \{[^}]*server unix:\/run\/api\/app\.sock\.1 [^}]*server unix:\/run\/api\/app\.sock\.2 /);
+  assert.match(up('apps'), /upstream admin \{[^}]*server unix:\/run\/admin\/app\.sock /);
+  const site = fs.readFileSync(path.join(tmp, 'node', 'apps', 'etc/nginx/tunekit/site.conf'), 'utf8');
+  assert.match(site, /server_name admin\.example\.test;[\s\S]*location \/admin\/ \{\s*#[^\n]*\n[^\n]*\n\s*proxy_pass http:\/\/admin;/);
+  for (const app of ['api', 'web', 'admin']) {
+    assert.ok(fs.existsSync(path.join(tmp, 'ansible', 'apps', `etc/systemd/system/${app}.service`)), `apps: Ansible rendered no ${app}.service`);
+  }
 });
