@@ -14,7 +14,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { sleep } = require('../lib/util');
-const { bootHosts, stopHosts } = require('../lib/nspawn');
+const { bootHosts, stopHosts, copyInto } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 
 const { ROOT, tailOf, sh } = ansible;
@@ -99,6 +99,18 @@ test('several apps on one booted systemd host', { timeout: 30 * 60 * 1000 }, asy
     }
     // web is served under its prefix only: its site has no location /.
     assert.equal((await get(h, { ...WEB, location: '/' }, '/hello')).status, 404);
+
+    // The operator's view of one app of several: `tunekit status --app web` on the
+    // host (a copy of the kit, as docs/observability.md says) finds web's settings,
+    // its socket and its runner's metrics (web, the second app, on the next port).
+    for (const d of ['app', 'bin', 'lib', 'roles', 'ansible', 'node_modules', 'package.json']) copyInto(h, path.join(ROOT, d), path.join('opt/tunekit-kit', d));
+    const st = await h.ssh('node /opt/tunekit-kit/bin/tunekit.js status --json --app web');
+    assert.equal(st.code, 0, `tunekit status --app web (exit ${st.code}):\n${st.stdout}\n${st.stderr}`);
+    const d = JSON.parse(st.stdout);
+    assert.equal(d.app.appConfig, '/etc/web/app.json');
+    assert.deepEqual(d.acceptQueue.sockets.map((x) => x.socket), ['/run/web/app.sock']);
+    assert.match(String(d.app.endpoints), /127\.0\.0\.1:9465/);
+    assert.ok(d.workers.some((w) => w.worker !== 'spare'), `no worker of web in tunekit status: ${st.stdout}`);
   });
 
   await step('a second run changes nothing', async () => {
