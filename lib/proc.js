@@ -55,7 +55,8 @@ function readStat(pid) {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // pid (comm) state ppid ...: comm may hold spaces and parentheses.
     const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]) };
+    // start: field 22 of stat(5), the start time in clock ticks since boot (a pid reused later has another).
+    return { state: rest[0], ppid: Number(rest[1]), start: rest[19] };
   } catch {
     return null;
   }

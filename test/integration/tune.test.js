@@ -15,6 +15,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { runCommand, until } = require('../lib/util');
 const { refusals } = require('../../loadtest/tune-run');
+const { readStat } = require('../../lib/proc');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -99,14 +100,7 @@ test('Ctrl-C mid-run: exit 130, every process it started ended, nothing written'
     '--out', path.join(dir, 't.yml'), '--report', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   // Every process below it (nginx, the runners and their workers, the load
   // generators), by pid and start time, so a pid reused later is not it.
-  const stat = (pid) => {
-    try {
-      const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
-      return { state: f[0], ppid: Number(f[1]), start: f[19] };
-    } catch {
-      return null;
-    }
-  };
+  const stat = readStat;
   const descendants = (root) => {
     const all = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => ({ pid: Number(p), ...stat(p) })).filter((x) => x.ppid);
     const out = [];
