@@ -15,6 +15,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { ROOT } = require('./template');
+const { UsageError } = require('./errors');
 const { listeners, DEFAULT_APP_CONFIG } = require('./doctor');
 const { cmdline, childrenOf, RUNNER_CMD, WORKER_CMD } = require('./proc');
 
@@ -207,7 +208,6 @@ function workersOf(pid) {
  * @returns {string} its path; throws a UsageError naming the apps found otherwise
  */
 function appConfigByName(name, etcDir = '/etc') {
-  const { UsageError } = require('./errors');
   const found = [];
   let dirs = [];
   try {
@@ -231,4 +231,14 @@ function appConfigByName(name, etcDir = '/etc') {
   throw new UsageError(`--app ${name}: no ${etcDir}/*/app.json is the settings of an app named ${name} (${here}); give its settings file with --app-config FILE`);
 }
 
-module.exports = { appConfigByName, find, locate, pm2Bin, pm2Home, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };
+/**
+ * The app.json a command reads from its flags (doctor, status): --app NAME's,
+ * --app-config FILE, or undefined (the command's default).
+ */
+function appConfigOf({ app, appConfig }) {
+  if (app === undefined) return appConfig;
+  if (appConfig) throw new UsageError('--app NAME and --app-config FILE name the same thing; give one');
+  return appConfigByName(app);
+}
+
+module.exports = { appConfigOf, appConfigByName, find, locate, pm2Bin, pm2Home, serviceOf, stdoutFile, listenersOf, pm2Name, reloadCommand, logsCommand, workersOf, notFound, describe, DEFAULT_APP_CONFIG };

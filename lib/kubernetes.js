@@ -115,8 +115,7 @@ function renderEachApp(host, { varsFiles, set, overrides }) {
   const files = [];
   const vars = [];
   for (const entry of host.tunekit_apps) {
-    const own = Object.fromEntries(Object.entries(entry).map(([k, v]) => [apps.SHORT[k] || k, v]));
-    const one = renderKubernetes({ varsFiles, set, overrides: { ...overrides, ...own, tunekit_apps: [] } });
+    const one = renderKubernetes({ varsFiles, set, overrides: { ...overrides, ...apps.ownValues(entry), tunekit_apps: [] } });
     for (const f of one.files) files.push({ dest: path.join(String(entry.name), f.dest), content: f.content });
     vars.push(one.vars);
   }

@@ -161,9 +161,7 @@ function throwawayCertificate(vars, algorithm) {
  * @returns {{dest: string, src: string, layer: string, mode: number, content: string, app?: string}[]}
  */
 function renderAll(vars, { contentVars = vars, layers = null, manifest = null, only = null } = {}) {
-  if (only && !apps.appSets(vars).some((a) => a.tunekit_app_name === only)) {
-    throw new ConfigError(`no app is named ${only}; the apps are ${apps.appSets(vars).map((a) => a.tunekit_app_name).join(', ')} (tunekit_apps)`);
-  }
+  if (only) apps.requireApp(vars, only);
   const env = createEnv();
   const out = [];
   const missing = [];
@@ -300,7 +298,7 @@ function installSteps(vars, rendered, { outDir, kit }) {
   const nginxDropIn = bySrc('systemd/nginx-limits.conf.j2');
   const sysctlFile = bySrc('sysctl/sysctl.conf.j2');
   // The apps whose files were rendered (all, or the one of --app): one is told as the one app of a host is.
-  const appList = apps.appSets(vars).filter((a) => !unit || rendered.some((r) => r.src === unit.src && (r.app || a.tunekit_app_name) === a.tunekit_app_name));
+  const appList = apps.appSets(vars).filter((a) => !unit || rendered.some((r) => r.src === unit.src && r.app === a.tunekit_app_name));
   if (appList.length === 1) vars = appList[0];
   const user = vars.tunekit_app_user;
   const group = vars.tunekit_socket_group;

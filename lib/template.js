@@ -102,4 +102,18 @@ function createEnv(searchPaths = [ROOT]) {
   return env;
 }
 
-module.exports = { createEnv, compareVersions, ROOT };
+/** Whether a value is a Jinja template (Ansible templates it when it is read). */
+function isTemplated(v) {
+  return typeof v === 'string' && (v.includes('{{') || v.includes('{%'));
+}
+
+// Ansible (2.19, native types) turns a template whose result is an integer into
+// an int and one whose result is a boolean into a bool; everything else stays a
+// string. Mirror that for the values we derive (nunjucks prints true/false).
+function nativeType(text) {
+  if (/^-?\d+$/.test(text)) return Number(text);
+  if (text === 'true' || text === 'false') return text === 'true';
+  return text;
+}
+
+module.exports = { createEnv, compareVersions, ROOT, isTemplated, nativeType };

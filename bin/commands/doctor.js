@@ -3,8 +3,7 @@
 // Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.
 
 const command = require('../../lib/command');
-const { UsageError } = require('../../lib/errors');
-const { appConfigByName } = require('../../lib/apphost');
+const { appConfigOf } = require('../../lib/apphost');
 const doctor = require('../../lib/doctor');
 
 const COMMAND = {
@@ -32,10 +31,7 @@ const parse = (argv) => command.parse(COMMAND, argv).values;
 async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
-  if (opts.app !== undefined) {
-    if (opts['app-config']) throw new UsageError('--app NAME and --app-config FILE name the same thing; give one');
-    opts['app-config'] = appConfigByName(opts.app);
-  }
+  opts['app-config'] = appConfigOf({ app: opts.app, appConfig: opts['app-config'] });
   const facts = await doctor.gather({
     ...(opts['nginx-conf'] && { nginxConf: opts['nginx-conf'] }),
     ...(opts['app-config'] && { appConfig: opts['app-config'] }),

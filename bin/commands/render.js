@@ -14,7 +14,7 @@ const renderer = require('../../lib/render');
 const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
 const { makeDirs } = require('../../lib/files');
-const { appSets } = require('../../lib/config/apps');
+const { appSets, requireApp } = require('../../lib/config/apps');
 
 const TARGETS = ['host', 'kubernetes'];
 
@@ -73,9 +73,7 @@ async function main(argv) {
   const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
   // Before anything is written, with or without --prefix/--check.
   for (const set of appSets(vars)) renderer.requireAbsolutePaths(set);
-  if (opts.app !== undefined && !appSets(vars).some((a) => a.tunekit_app_name === opts.app)) {
-    throw new UsageError(`--app ${opts.app}: no app is named so; the apps are ${appSets(vars).map((a) => a.tunekit_app_name).join(', ')} (tunekit_apps)`);
-  }
+  if (opts.app !== undefined) requireApp(vars, opts.app); // before anything is written
   if (opts.check) {
     const local = nginxVersion();
     if (local && local !== vars.tunekit_nginx_version) {

@@ -9,7 +9,7 @@
 
 const { inputFile, wholeNumber } = require('../../lib/args');
 const command = require('../../lib/command');
-const { appConfigByName } = require('../../lib/apphost');
+const { appConfigOf } = require('../../lib/apphost');
 const { UsageError } = require('../../lib/errors');
 const status = require('../../lib/status');
 const { DEFAULT_APP_CONFIG, DEFAULT_NGINX_CONF } = require('../../lib/doctor');
@@ -45,10 +45,7 @@ const parse = (argv) => command.parse(COMMAND, argv).values;
 async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
-  if (opts.app !== undefined) {
-    if (opts['app-config']) throw new UsageError('--app NAME and --app-config FILE name the same thing; give one');
-    opts['app-config'] = appConfigByName(opts.app);
-  }
+  opts['app-config'] = appConfigOf({ app: opts.app, appConfig: opts['app-config'] });
   const minutes = wholeNumber('minutes', opts.minutes, 1, 1440);
   const every = opts.watch === undefined ? null : wholeNumber('watch', opts.watch, 1, 3600);
   if (opts.count !== undefined && every === null) throw new UsageError('--count N goes with --watch S (how many readings, S seconds apart)');

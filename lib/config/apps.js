@@ -14,11 +14,8 @@
 
 const os = require('node:os');
 const { readDefinition } = require('./definition');
-const { createEnv } = require('../template');
-
-const isTemplated = (v) => typeof v === 'string' && (v.includes('{{') || v.includes('{%'));
-// What Ansible's native types make of a rendered value: a whole number or a boolean, else text.
-const nativeValue = (text) => (/^-?\d+$/.test(text) ? Number(text) : text === 'true' || text === 'false' ? text === 'true' : text);
+const { createEnv, isTemplated, nativeType } = require('../template');
+const { ConfigError } = require('../errors');
 
 // An entry's short keys and the variables they stand for.
 const SHORT = {
@@ -85,6 +82,19 @@ function entryProblems(list, known) {
   return problems;
 }
 
+/** An entry's keys as the variables they stand for (the short ones renamed), values as written. */
+function ownValues(entry) {
+  return Object.fromEntries(Object.entries(entry).map(([key, value]) => [SHORT[key] || key, value]));
+}
+
+/** The app named `name` of a set, or a ConfigError naming the apps there are. */
+function requireApp(vars, name) {
+  const list = appSets(vars);
+  const app = list.find((a) => a.tunekit_app_name === name);
+  if (!app) throw new ConfigError(`no app is named ${name}; the apps are ${list.map((a) => a.tunekit_app_name).join(', ')} (tunekit_apps)`);
+  return app;
+}
+
 /**
  * Each entry's own values as variables: the short keys under their names, an
  * upstream block named after the app, and (after the first app) the runner's
@@ -96,10 +106,10 @@ function entryProblems(list, known) {
 function entryValues(list, host) {
   const env = createEnv();
   return list.map((entry, i) => {
-    const out = {};
     // A Jinja expression in an entry is evaluated with the host-wide values, as
     // Ansible evaluates a variable's value when the role reads the list.
-    for (const [key, value] of Object.entries(entry)) out[SHORT[key] || key] = isTemplated(value) ? nativeValue(env.renderString(value, host)) : value;
+    const out = Object.fromEntries(Object.entries(ownValues(entry))
+      .map(([key, value]) => [key, isTemplated(value) ? nativeType(env.renderString(value, host)) : value]));
     if (!('tunekit_nginx_upstream_name' in out)) out.tunekit_nginx_upstream_name = String(entry.name).replace(/[^A-Za-z0-9_]/g, '_');
     const metrics = /^tcp:(.*):(\d+)$/.exec(String(host.tunekit_metrics_listen));
     if (!('tunekit_metrics_listen' in out) && i > 0 && metrics) {
@@ -179,10 +189,10 @@ function eachAppTasks() {
     '# Runs tunekit_each_app_tasks (a task file\'s path) once per app of',
     '# tunekit_apps_resolved (tasks/apps.yml), that app\'s values standing in for',
     '# the per-app variables, so the file reads tunekit_app_name, tunekit_socket_path,',
-    '# ... as with one app. tunekit_each_app_only: only the apps of these names.',
+    '# ... as with one app.',
     '- name: Once per app',
     '  ansible.builtin.include_tasks: "{{ tunekit_each_app_tasks }}"',
-    '  loop: "{{ tunekit_apps_resolved | selectattr(\'tunekit_app_name\', \'in\', tunekit_each_app_only | default(tunekit_apps_resolved | map(attribute=\'tunekit_app_name\'))) }}"',
+    '  loop: "{{ tunekit_apps_resolved }}"',
     '  loop_control:',
     '    loop_var: tunekit_app',
     '    label: "{{ tunekit_app.tunekit_app_name }}"',
@@ -192,4 +202,4 @@ function eachAppTasks() {
   ].join('\n');
 }
 
-module.exports = { APP_VARS_TEMPLATE, EACH_APP_TASKS, appVarsTemplate, eachAppTasks, appSets, siteSets, SHORT, APPS_CHECKS_TEMPLATE, perAppKeys, hostCpus, entryProblems, entryValues, divideCpus };
+module.exports = { APP_VARS_TEMPLATE, EACH_APP_TASKS, appVarsTemplate, eachAppTasks, ownValues, requireApp, appSets, siteSets, SHORT, APPS_CHECKS_TEMPLATE, perAppKeys, hostCpus, entryProblems, entryValues, divideCpus };

@@ -16,7 +16,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
-const { createEnv, ROOT } = require('../template');
+const { createEnv, ROOT, isTemplated, nativeType } = require('../template');
 const types = require('./types');
 const rules = require('./rules');
 const apps = require('./apps');
@@ -146,19 +146,6 @@ function editDistance(a, b) {
   return prev[b.length];
 }
 
-function isTemplated(v) {
-  return typeof v === 'string' && (v.includes('{{') || v.includes('{%'));
-}
-
-// Ansible (2.19, native types) turns a template whose result is an integer into
-// an int and one whose result is a boolean into a bool; everything else stays a
-// string. Mirror that for the values we derive (nunjucks prints true/false).
-function nativeType(text) {
-  if (/^-?\d+$/.test(text)) return Number(text);
-  if (text === 'true' || text === 'false') return text === 'true';
-  return text;
-}
-
 // Evaluate templated values in dependency order (a value is rendered once every
 // tunekit_* name it mentions is final), as Ansible's lazy templating would.
 // checkValue(key, value) runs on each derived value as soon as it is known, so a
@@ -245,13 +232,15 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   refuseWrongTypes(given, raw, typeOf, where);
   const vars = evaluate(raw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(raw[k], where[k]) }));
   const env = createEnv();
-  const problems = check ? checkVars(vars, env) : [];
+  let problems;
   if (Array.isArray(vars.tunekit_apps) && vars.tunekit_apps.length) {
     const { resolved, refusals } = resolveApps(raw, vars, { typeOf, where, known: new Set(known), env });
     vars.tunekit_apps_resolved = resolved;
     vars.tunekit_host_cpus = apps.hostCpus(vars);
     // Each app's set holds the host-wide values too, so the apps' refusals are all of them.
-    if (check) problems.splice(0, problems.length, ...refusals);
+    problems = check ? refusals : [];
+  } else {
+    problems = check ? checkVars(vars, env) : [];
   }
   if (problems.length === 1) throw new ConfigError(`inconsistent settings: ${problems[0]}`);
   if (problems.length) throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
@@ -275,16 +264,16 @@ function resolveApps(raw, host, { typeOf, where, known, env }) {
     const from = `tunekit_apps[${i}] (${list[i].name})`;
     const appWhere = { ...where, ...Object.fromEntries(Object.keys(own).map((k) => [k, from])) };
     const appRaw = { ...raw, ...own };
-    refuseWrongTypes(Object.keys(own).filter((k) => !isTemplated(own[k])), appRaw, typeOf, appWhere);
+    refuseWrongTypes(Object.keys(own), appRaw, typeOf, appWhere); // entryValues rendered any template in them
     return evaluate(appRaw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(appRaw[k], appWhere[k]) }));
   });
   // A refusal every app's set gives alike (a host-wide value) is said once, unprefixed.
   const each = resolved.map((app) => checkVars(app, env));
-  const refusals = [...new Set(each.flat())].filter((p) => each.every((list) => list.includes(p)));
-  each.forEach((list, i) => refusals.push(...list.filter((p) => !refusals.includes(p)).map((p) => `app ${resolved[i].tunekit_app_name}: ${p}`)));
-  const all = env.render(apps.APPS_CHECKS_TEMPLATE, { ...host, tunekit_host_cpus: cpus, tunekit_apps_resolved: resolved });
-  refusals.push(...all.split('\n').map((l) => l.trim()).filter(Boolean));
-  return { resolved, refusals };
+  const common = [...new Set(each.flat())].filter((p) => each.every((list) => list.includes(p)));
+  const own = each.flatMap((list, i) => list.filter((p) => !common.includes(p)).map((p) => `app ${resolved[i].tunekit_app_name}: ${p}`));
+  const across = env.render(apps.APPS_CHECKS_TEMPLATE, { ...host, tunekit_host_cpus: cpus, tunekit_apps_resolved: resolved })
+    .split('\n').map((l) => l.trim()).filter(Boolean);
+  return { resolved, refusals: [...common, ...own, ...across] };
 }
 
 function refuseWrongTypes(keys, values, typeOf, where) {
