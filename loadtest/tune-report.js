@@ -20,6 +20,9 @@ function changesOf(tune, key) {
   return tune.steps.filter((s) => s.changed && s.variable === dim);
 }
 
+// A step as the report names it: its number and its phase (the screen or the descent).
+const stepName = (s) => (s.phase ? `${s.step} (${s.phase})` : String(s.step));
+
 // The comment above one value of the vars file: what was measured for it.
 function valueComment(tune, key) {
   if (key === 'tunekit_upstream_kind') return ['# follows tunekit_app_strategy below: per-worker has one socket per worker; the other strategies keep the start\'s kind'];
@@ -29,7 +32,7 @@ function valueComment(tune, key) {
     return changed.map((s) => {
       const c = s.challengers.find((x) => x.label === s.kept);
       const v = c.verdict;
-      return `# step ${s.step}: ${s.incumbent} -> ${s.kept}: ${howText(v, tune.objective)}`;
+      return `# step ${stepName(s)}: ${s.incumbent} -> ${s.kept}: ${howText(v, tune.objective)}`;
     });
   }
   if (!tried.length) return ['# as the start values: not varied in this run (no budget left for it, or it does not apply)'];
@@ -96,7 +99,7 @@ const CANDIDATE_HEAD = ['candidate', 'rules', 'rounds', 'rejected rounds', 'firs
 const candidateRow = (c) => [c.label, c.failed ? `passed; did not start: ${c.failed}` : c.rules, c.rounds, c.rejectedRounds, c.firstAtS];
 const STEP_HEAD = ['step', 'variable', 'incumbent', 'challenger', 'rounds', 'gain (median, min–max)', 'spread', 'verdict'];
 function stepRows(t) {
-  return t.steps.flatMap((s) => s.challengers.map((c) => [s.step, s.variable, s.incumbent, c.label, c.verdict ? c.verdict.rounds : 0,
+  return t.steps.flatMap((s) => s.challengers.map((c) => [stepName(s), s.variable, s.incumbent, c.label, c.verdict ? c.verdict.rounds : 0,
     c.verdict ? times(c.verdict.gain) : 'n/a', c.verdict ? pct(c.verdict.margin) : 'n/a',
     !c.verdict ? 'not measured' : !c.verdict.rounds ? 'no counted round (all rejected or out of budget)' : VERDICT[c.verdict.how] || 'unclear: kept the incumbent']));
 }

@@ -2,19 +2,29 @@
 // The search of `tunekit tune`: which values of the variables that matter serve this
 // app best on this host, found by measurement and then proved.
 //
-// Method (docs/tuning.md says why): coordinate descent over SPACE, one variable at a
-// time. The neighbours of the current best value on that variable's ladder are started
-// as stacks of their own and measured in the same interleaved rounds as the current
-// best (the incumbent), the order rotated per round (stats.roundOrder), as the bench
-// does. A round in which other processes kept too many cores busy is rejected and not
-// counted. A challenger replaces the incumbent only if it wins EVERY counted round by
-// more than the spread (the larger of the two arms' own relative spreads over these
-// rounds, at least MIN_MARGIN); rounds are added, up to maxRounds, while the answer
-// is unclear. A challenger that won is followed further in its direction. When the
-// budget leaves room only for the confirmation, the search stops, and the winner is
-// measured against the start values in confirmRounds rounds: it is recommended only
-// if it beats them in every one beyond the spread; otherwise the answer is "keep what
-// you have".
+// Method (docs/tuning.md says why): a screen, then coordinate descent over SPACE. Each
+// step measures challengers that differ from the current best (the incumbent) in one
+// variable, each started as a stack of its own, in the same interleaved rounds as the
+// incumbent, the order rotated per round (stats.roundOrder), as the bench does. A round
+// in which other processes kept too many cores busy is rejected and not counted. A
+// challenger replaces the incumbent only if it wins EVERY counted round by more than
+// the spread (the larger of the two arms' own relative spreads over these rounds, and
+// at least the machine's noise as measured so far in this run: noiseFloor).
+//   The screen: one step per variable, in SPACE order, its challengers far from the
+// incumbent on the ladder (its ends and its middle: screenValues); rounds are added,
+// up to maxRounds, only while a challenger's median gain is beyond the spread and
+// undecided. A large difference anywhere is found before the budget is spent on
+// small ones; the one-rung walk alone spent 7 minutes on the first variables and never
+// reached the upstream pool, the largest difference from poor values (docs/tuning.md,
+// "Measured on this machine").
+//   The descent: the variables in the order of the effect the screen saw (largest
+// first), the neighbours of the incumbent's value as challengers; rounds are added, up
+// to maxRounds, while the answer is unclear; a challenger that won is followed further
+// in its direction.
+//   When the budget leaves room only for the confirmation, the search stops, and the
+// winner is measured against the start values in confirmRounds rounds: it is
+// recommended only if it beats them in every one beyond the spread; otherwise the
+// answer is "keep what you have".
 //
 // Everything that touches the machine is behind `io` (tune-run.js gives the real one,
 // the unit tests a deterministic fake):
@@ -133,6 +143,21 @@ function further(dim, value, dir, cores) {
 }
 
 /**
+ * The values the screen tries for a variable: the ends and the middle of its ladder
+ * without the current value, the two farthest from it when three remain (a neighbour
+ * is the descent's to try). A value between two rungs is placed between them.
+ */
+function screenValues(dim, current, cores) {
+  const ladder = dim.ladder(cores);
+  const at = ladder.indexOf(current) >= 0 ? ladder.indexOf(current)
+    : typeof current === 'number' ? ladder.filter((v) => v < current).length - 0.5 : -1;
+  const picks = [...new Set([0, Math.floor((ladder.length - 1) / 2), ladder.length - 1])].filter((i) => i !== at);
+  if (at < 0) return picks.map((i) => ({ value: ladder[i], dir: 0 }));
+  return picks.sort((a, b) => Math.abs(b - at) - Math.abs(a - at)).slice(0, 2).sort((a, b) => a - b)
+    .map((i) => ({ value: ladder[i], dir: Math.sign(i - at) }));
+}
+
+/**
  * How much better the challenger's run is than the incumbent's in the same round:
  * > 1 better. A run that misses the objective's bound (p99 above --p99; paced rate
  * not reached) loses to one that meets it (0 or Infinity); between two that miss,
@@ -161,13 +186,14 @@ function relSpread(runs) {
  *   slower: it lost every round beyond the spread;
  *   breaks: it missed the objective in some round, the incumbent never did, and it
  *           was nowhere faster beyond the spread.
+ * The margin is never below `floor`: the machine's noise seen so far (noiseFloor).
  * Feasibility first: a few connection resets in one run of five seconds are rare
  * enough to be a property of the values (nginx out of worker_connections), and a
  * comparison of speeds between runs that fail at random decides nothing.
  */
-function verdict(incRuns, chalRuns, objective) {
+function verdict(incRuns, chalRuns, objective, floor = MIN_MARGIN) {
   const gains = incRuns.map((inc, i) => gain(chalRuns[i], inc, objective));
-  const margin = Math.max(MIN_MARGIN, relSpread(incRuns), relSpread(chalRuns));
+  const margin = Math.max(floor, relSpread(incRuns), relSpread(chalRuns));
   const n = gains.length;
   const chalMissed = chalRuns.some((r) => !r.meets);
   const incMissed = incRuns.some((r) => !r.meets);
@@ -218,6 +244,7 @@ function newState(o, io) {
     steps: [],
     candidates: new Map(),
     compared: new Set(),
+    noise: [],
     stoppedBy: 'converged',
   };
   st.reserveS = () => cost(st, 2, o.confirmRounds, 0);
@@ -248,14 +275,33 @@ async function openArm(st, io, values, start) {
 }
 
 /**
+ * The least margin a win must clear: MIN_MARGIN, or the median relative spread of the
+ * arms of the steps so far (each arm's own counted rounds in one step), once there are
+ * three. Two rounds are a poor estimate of one arm's spread; the search compares many
+ * arms, and the more it compares, the more often noise alone lines up in every round
+ * (TUNA's trap): the machine's noise, measured over the whole run, is the better floor.
+ */
+function noiseFloor(st) {
+  if (st.noise.length < 3) return MIN_MARGIN;
+  return Math.max(MIN_MARGIN, spread(st.noise).median);
+}
+
+// A challenger that won or lost every round beyond the spread needs no more rounds.
+const decided = (v) => v.wins || v.loses;
+// For the screen, neither does one whose median gain is within the spread: there is no
+// large difference to find there, and the descent tries the values between.
+const screened = (v) => decided(v) || (v.gain.median != null && Math.abs(Math.log(v.gain.median)) <= v.margin);
+
+/**
  * Interleaved rounds of arms[0] (the incumbent) against the others. A round with too
  * much other load is rejected (listed, not counted); rounds go on until every
- * challenger has won or lost every round beyond the spread (at least minRounds), or
+ * challenger is settled (ctx.settled, by default: won or lost every round beyond the
+ * spread) after at least minRounds, or
  * maxRounds are counted, or the budget has no room for another.
  */
 async function compare(arms, st, io, o, ctx) {
   const counted = arms.map(() => []);
-  const verdicts = () => arms.slice(1).map((_, i) => verdict(counted[0], counted[i + 1], o.objective));
+  const verdicts = () => arms.slice(1).map((_, i) => verdict(counted[0], counted[i + 1], o.objective, noiseFloor(st)));
   let rejected = 0;
   for (let round = 0; counted[0].length < ctx.maxRounds && rejected <= ctx.maxRounds; round++) {
     if (!st.fits(arms.length * st.runS, ctx.reserve)) {
@@ -282,15 +328,16 @@ async function compare(arms, st, io, o, ctx) {
       continue;
     }
     runs.forEach((r, i) => counted[i].push(r));
-    if (counted[0].length >= ctx.minRounds && verdicts().every((v) => v.wins || v.loses)) break;
+    if (counted[0].length >= ctx.minRounds && verdicts().every(ctx.settled || decided)) break;
   }
+  for (const runs of counted) if (runs.length >= 2) st.noise.push(relSpread(runs));
   return { verdicts: verdicts(), rejected };
 }
 
-// One step: the incumbent against the candidates in `cands` (values differing in
-// one variable). Returns the challenger that won every round beyond the spread (the
-// largest median gain among such), or null.
-async function step(dim, inc, cands, st, io, o) {
+// One step (`phase` 'screen' or 'descent'): the incumbent against the candidates in
+// `cands` (values differing in one variable). Returns the challenger that won every
+// round beyond the spread (the largest median gain among such), or null.
+async function step(dim, inc, cands, st, io, o, phase) {
   const arms = [inc];
   for (const c of cands) {
     try {
@@ -301,18 +348,19 @@ async function step(dim, inc, cands, st, io, o) {
   }
   const challengers = arms.slice(1);
   const n = st.steps.length + 1;
-  const what = `step ${n} ${dim.name}: ${dim.read(inc.values, o.cores)} vs ${cands.map((c) => c.value).join(', ')}`;
+  const what = `step ${n} (${phase}) ${dim.name}: ${dim.read(inc.values, o.cores)} vs ${cands.map((c) => c.value).join(', ')}`;
+  // The screen adds rounds only while a challenger's median gain is beyond the spread.
+  const settled = phase === 'screen' ? screened : decided;
   const { verdicts, rejected } = challengers.length
-    ? await compare(arms, st, io, o, { step: n, what, minRounds: o.minRounds, maxRounds: o.maxRounds, reserve: true })
+    ? await compare(arms, st, io, o, { step: n, what, minRounds: o.minRounds, maxRounds: o.maxRounds, settled, reserve: true })
     : { verdicts: [], rejected: 0 };
-  let best = null;
   challengers.forEach((a, i) => {
     cands.find((c) => c.values === a.values).verdict = verdicts[i];
-    if (verdicts[i].wins && (!best || verdicts[i].gain.median > best.verdict.gain.median)) best = { ...a, verdict: verdicts[i] };
   });
+  const best = winner(dim, inc, challengers.map((a, i) => ({ ...a, verdict: verdicts[i] })), o.cores);
   for (const c of cands) st.compared.add(`${idOf(inc.values)}|${idOf(c.values)}`);
   st.steps.push({
-    step: n, variable: dim.name, atS: Math.round(st.atS()), incumbent: inc.entry.label, rejectedRounds: rejected,
+    step: n, phase, variable: dim.name, atS: Math.round(st.atS()), incumbent: inc.entry.label, rejectedRounds: rejected,
     challengers: cands.map((c) => ({ value: c.value, label: entry(st, c.values, o.start).label, verdict: c.verdict || null })),
     kept: best ? best.entry.label : inc.entry.label, changed: Boolean(best),
   });
@@ -320,6 +368,33 @@ async function step(dim, inc, cands, st, io, o) {
   // of its arm's record, so the stack is what identifies it).
   for (const a of challengers) if (!best || a.arm !== best.arm) await io.close(a.arm);
   return best && { ...best, value: cands.find((c) => c.values === best.values).value, dir: cands.find((c) => c.values === best.values).dir };
+}
+
+/**
+ * Of the challengers that won, the one with the largest median gain; but if one
+ * nearer the incumbent on the ladder won by as much within the spread, that one: the
+ * smaller change (a pool of 64 over one of 1024 that serves the same).
+ */
+function winner(dim, inc, arms, cores) {
+  const won = arms.filter((a) => a.verdict.wins);
+  if (!won.length) return null;
+  const ladder = dim.ladder(cores);
+  const gainOf = (a) => (a.verdict.gain.median == null ? Infinity : a.verdict.gain.median);
+  const top = won.reduce((b, a) => (gainOf(a) > gainOf(b) ? a : b));
+  const from = ladder.indexOf(dim.read(inc.values, cores));
+  const distance = (a) => (from < 0 ? 0 : Math.abs(ladder.indexOf(dim.read(a.values, cores)) - from));
+  return won.filter((a) => gainOf(a) * (1 + a.verdict.margin) >= gainOf(top))
+    .reduce((b, a) => (distance(a) < distance(b) ? a : b));
+}
+
+/**
+ * How large a difference a step saw, for the order of the descent: the largest
+ * |ln gain| of its challengers' median gains; one that fixed or broke the objective
+ * counts as the largest there is.
+ */
+function effectOf(s) {
+  return Math.max(0, ...s.challengers.filter((c) => c.verdict).map((c) => (c.verdict.how === 'fixes' || c.verdict.how === 'breaks'
+    ? Infinity : c.verdict.gain.median ? Math.abs(Math.log(c.verdict.gain.median)) : 0)));
 }
 
 // The candidates one variable's step tries: its neighbours on the ladder, those the
@@ -342,22 +417,60 @@ function candidates(dim, inc, st, io, o, values = null) {
   return out;
 }
 
-/** Coordinate descent over SPACE from the start arm; returns the incumbent at the end. */
-async function descend(startArm, st, io, o) {
+// The variables of SPACE this search varies for these values (asked again before each
+// variable's step: a winner may change what applies).
+const varied = (o, values) => SPACE.filter((dim) => !(dim.applies && !dim.applies(values)) && !(o.vary && !o.vary.includes(dim.name)));
+
+// Whether a step with these candidates fits the budget: both if they fit, else the
+// first alone, else none (the search is over: st.stoppedBy).
+function fitting(cands, st, o) {
+  const fit = st.fits(cost(st, cands.length + 1, o.minRounds, cands.length)) ? cands : cands.slice(0, 1);
+  if (st.fits(cost(st, 2, o.minRounds, 1))) return fit;
+  st.stoppedBy = 'budget';
+  return null;
+}
+
+/**
+ * The screen: one step per variable with its far values (screenValues), a winner
+ * taken at once. Returns the incumbent and each variable's effect (effectOf).
+ */
+async function screen(startArm, st, io, o) {
   let inc = startArm;
+  const effects = new Map();
+  for (const dim of varied(o, inc.values)) {
+    if (!varied(o, inc.values).includes(dim)) continue;
+    let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores));
+    if (!cands.length) continue;
+    cands = fitting(cands, st, o);
+    if (!cands) return { inc, effects };
+    const won = await step(dim, inc, cands, st, io, o, 'screen');
+    effects.set(dim.name, effectOf(st.steps[st.steps.length - 1]));
+    if (!won) continue;
+    if (inc !== startArm) await io.close(inc.arm);
+    inc = won;
+  }
+  return { inc, effects };
+}
+
+/**
+ * Coordinate descent from the screen's incumbent, the variables in the order of the
+ * effect the screen saw (largest first, SPACE order among equals); returns the
+ * incumbent at the end.
+ */
+async function descend(startArm, st, io, o) {
+  const screened = await screen(startArm, st, io, o);
+  let inc = screened.inc;
+  if (st.stoppedBy === 'budget') return inc;
+  const effect = (dim) => screened.effects.get(dim.name) || 0;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = false;
-    for (const dim of SPACE) {
-      if ((dim.applies && !dim.applies(inc.values)) || (o.vary && !o.vary.includes(dim.name))) continue;
+    for (const dim of [...varied(o, inc.values)].sort((a, b) => effect(b) - effect(a))) {
+      if (!varied(o, inc.values).includes(dim)) continue;
       let cands = candidates(dim, inc, st, io, o);
       while (cands.length) {
-        // Both neighbours if they fit, else the first alone, else the search is over.
-        if (!st.fits(cost(st, cands.length + 1, o.minRounds, cands.length))) cands = cands.slice(0, 1);
-        if (!st.fits(cost(st, 2, o.minRounds, 1))) {
-          st.stoppedBy = 'budget';
-          return inc;
-        }
-        const won = await step(dim, inc, cands, st, io, o);
+        cands = fitting(cands, st, o);
+        if (!cands) return inc;
+        const won = await step(dim, inc, cands, st, io, o, 'descent');
         if (!won) break;
         if (inc !== startArm) await io.close(inc.arm);
         inc = won;
@@ -452,5 +565,5 @@ function grid(start, cores, vary = null) {
 
 module.exports = {
   grid, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
-  idOf, labelOf, neighbours, further, gain, verdict, relSpread, minimumBudgetS, tune,
+  idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune,
 };
