@@ -145,10 +145,12 @@ function further(dim, value, dir, cores) {
 /**
  * The values the screen tries for a variable: the ends and the middle of its ladder
  * without the current value, the two farthest from it when three remain (a neighbour
- * is the descent's to try). A value between two rungs is placed between them.
+ * is the descent's to try). A value between two rungs is placed between them. Only
+ * the rungs `allowed` passes count (the kit's rules: with worker_connections 64 the
+ * pool's ladder ends at 64, so its far end is 64, not a refused 1024).
  */
-function screenValues(dim, current, cores) {
-  const ladder = dim.ladder(cores);
+function screenValues(dim, current, cores, allowed = () => true) {
+  const ladder = dim.ladder(cores).filter((v) => v === current || allowed(v));
   const at = ladder.indexOf(current) >= 0 ? ladder.indexOf(current)
     : typeof current === 'number' ? ladder.filter((v) => v < current).length - 0.5 : -1;
   const picks = [...new Set([0, Math.floor((ladder.length - 1) / 2), ladder.length - 1])].filter((i) => i !== at);
@@ -439,7 +441,8 @@ async function screen(startArm, st, io, o) {
   const effects = new Map();
   for (const dim of varied(o, inc.values)) {
     if (!varied(o, inc.values).includes(dim)) continue;
-    let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores));
+    const allowed = (v) => !io.check({ ...inc.values, ...dim.patch(v, inc.values, o.cores) }).length;
+    let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
     if (!cands.length) continue;
     cands = fitting(cands, st, o);
     if (!cands) return { inc, effects };

@@ -101,18 +101,19 @@ test('from poor values the search screens, then climbs one variable at a time to
 });
 
 test('every candidate started passed the kit\'s rules; one the rules refuse is listed with the refusal and never started', async () => {
-  // A pool of 256 with worker_connections 256: worker_connections' neighbour 64 is
-  // below the pool, which the rule table refuses.
-  const start = { ...POOR, tunekit_nginx_upstream_keepalive: 256, tunekit_nginx_worker_connections: 256 };
+  // A pool of 1024 with worker_connections 1024: worker_connections' neighbour 256 is
+  // below the pool, which the rule table refuses (the screen skips such rungs; the
+  // descent lists its neighbour with the refusal).
+  const start = { ...POOR, tunekit_nginx_upstream_keepalive: 1024, tunekit_nginx_worker_connections: 1024 };
   const o = options({ start });
   const io = fakeIo({}, o);
   const t = await T.tune(o, io);
   for (const v of io.opened) assert.deepEqual(refusals(v, null), [], T.labelOf(v, start));
   const refused = t.candidates.filter((c) => c.rules.startsWith('refused'));
-  assert.ok(refused.length >= 1, 'a pool of 256 over 64 connections is refused');
+  assert.ok(refused.length >= 1, 'a pool of 1024 over 256 connections is refused');
   for (const c of refused) {
     assert.ok(!io.opened.some((v) => T.idOf(v) === c.id), `${c.label} was never started`);
-    assert.match(c.rules, /tunekit_nginx_upstream_keepalive=256 must not exceed\s+tunekit_nginx_worker_connections=64/);
+    assert.match(c.rules, /tunekit_nginx_upstream_keepalive=1024 must not exceed\s+tunekit_nginx_worker_connections=256/);
   }
 });
 
@@ -196,6 +197,9 @@ test('the screen: the far values on each ladder, the current one and its neighbo
   assert.deepEqual(values('app_workers', 1), [2, 4]);
   assert.deepEqual(values('app_strategy', 'round-robin'), ['shared', 'per-worker']);
   assert.deepEqual(values('nginx_worker_processes', 2), [1]);
+  // Only the rungs the kit's rules allow: a pool may not exceed worker_connections (64).
+  const allowed = (v) => !refusals({ ...POOR, tunekit_nginx_upstream_keepalive: v }, null).length;
+  assert.deepEqual(T.screenValues(dim('nginx_upstream_keepalive'), 1, CORES, allowed).map((x) => x.value), [4, 64]);
 });
 
 test('a large difference one rung away is lost in the noise; the screen finds it within a budget of minutes', async () => {
