@@ -18,7 +18,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { runCommand, until } = require('../lib/util');
-const { bootHosts, stopHosts, copyInto } = require('../lib/nspawn');
+const { bootHosts, stopHosts, copyInto, containerProcesses } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { rolloutSteps } = require('../lib/rollout');
 const { resolve } = require('../../lib/config');
@@ -46,10 +46,14 @@ function limitOf(limitsText, name) {
   return { soft: Number(soft), hard: Number(hard) };
 }
 
-// What is left of a host after teardown: [] when nothing.
+// What is left of a host after teardown: [] when nothing. The container's own
+// processes are found by its PID namespace: in their own mount namespace their
+// /proc/PID/root reads "/", so the root scan below sees only processes of this
+// side chrooted into the host's tree.
 function leftovers(h) {
   const found = [];
   if (h.pid && fs.existsSync(`/proc/${h.pid}`)) found.push(`process ${h.pid}`);
+  for (const pid of containerProcesses(h)) found.push(`process ${pid} of the container (init ${h.init.pid}, ${h.init.pidns})`);
   if (fs.existsSync(`/sys/class/net/${h.iface}`)) found.push(`veth ${h.iface}`);
   const mounts = fs.readFileSync('/proc/self/mounts', 'utf8');
   if (mounts.includes(h.dir)) found.push(`mount under ${h.dir}`);
@@ -325,12 +329,13 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
 });
 
 test('a test that dies mid-way still leaves nothing behind', { timeout: 5 * 60 * 1000 }, async () => {
-  // A child boots a host, reports it, then throws: the exit hook must clean up.
+  // A child boots a host, reports it, then throws: the exit hook must clean up,
+  // the container's init too (a SIGKILL to nspawn alone leaves it booted).
   const script = `
     const { bootHosts } = require(${JSON.stringify(path.join(ROOT, 'test/lib/nspawn'))});
     bootHosts(1, { name: 'tkdie', log: () => {} }).then((h) => {
-      const { name, pid, iface, dir, cidr } = h[0];
-      console.log(JSON.stringify({ name, pid, iface, dir, cidr }));
+      const { name, pid, init, iface, dir, cidr } = h[0];
+      console.log(JSON.stringify({ name, pid, init, iface, dir, cidr }));
       throw new Error('deliberate failure after boot');
     });`;
   const r = await run(process.execPath, ['-e', script], { timeoutMs: 240000 });
@@ -339,6 +344,7 @@ test('a test that dies mid-way still leaves nothing behind', { timeout: 5 * 60 *
   const line = r.out.split('\n').find((l) => l.startsWith('{'));
   assert.ok(line, `the child never booted its host:\n${r.out}`);
   const h = JSON.parse(line);
+  assert.ok(h.init, `the child's host has no init recorded, so no check of the container's processes: ${line}`);
   // SIGKILLed processes take a moment to be reaped by init: wait, bounded.
   let left = leftovers(h);
   for (let i = 0; i < 60 && left.length; i++) {

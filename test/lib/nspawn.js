@@ -4,7 +4,8 @@
 //
 //   const { bootHosts, stopHosts, ensureRootfs } = require('../lib/nspawn');
 //   const hosts = await bootHosts(2, { name: 'tk' });
-//   // hosts[i] = { name, ip, hostIp, iface, sshArgs, ssh(cmd), root, keyFile }
+//   // hosts[i] = { name, ip, hostIp, iface, sshArgs, ssh(cmd), root, keyFile,
+//   //              init: { pid, start, pidns } of the container's init }
 //   const r = await hosts[0].ssh('systemctl is-system-running --wait');
 //   // r = { code, stdout, stderr }
 //   await stopHosts(hosts);   // in an after() hook; also runs on process exit
@@ -26,9 +27,12 @@
 // forwarded or NATed, so the containers reach nothing but their host side.
 //
 // Teardown (stopHosts, or the process 'exit' hook when a test dies): SIGTERM to
-// systemd-nspawn (an orderly poweroff of the container), SIGKILL after a grace
-// period, then the overlay is unmounted and the dirs removed; the veth goes with
-// the container's network namespace.
+// systemd-nspawn (an orderly poweroff of the container); past a grace period, or
+// at once from the exit hook, SIGKILL to the container's init, which ends every
+// process of its PID namespace, then to nspawn if it has not exited by then;
+// then the overlay is unmounted and the dirs removed; the veth goes with the
+// container's network namespace. A SIGKILL to nspawn alone is not enough: it
+// cannot pass it on, and the init, handed to PID 1, boots on (killContainerSync).
 //
 // The machine here runs a cgroup v1/hybrid hierarchy; trixie's systemd (257)
 // has dropped v1 and boots on it only in a degraded compat mode (errors at
@@ -42,7 +46,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { alive } = require('../../lib/proc');
+const { alive, childrenOf, readStat } = require('../../lib/proc');
 const { runInRoot } = require('../../lib/chroot');
 const { sleep, runCommand } = require('./util');
 
@@ -331,7 +335,7 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
   const machine = `${name}${slot}`.slice(0, 12);
   const host = {
     name: machine, ip, hostIp, cidr, slot, iface: `ve-${machine}`, keyFile,
-    dir: path.join(tmp, `host${index}`), root: null, pid: null, proc: null, mounted: false,
+    dir: path.join(tmp, `host${index}`), root: null, pid: null, init: null, proc: null, mounted: false,
     sshArgs: sshArgsFor(keyFile), consoleLog: null, tmp,
   };
   live.add(host);
@@ -371,6 +375,10 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
     if (Date.now() > deadline) throw new Error(`no interface ${host.iface} after 120 s:\n${tail(host.consoleLog)}`);
     await sleep(100);
   }
+  // nspawn moves the veth's peer into the container's namespaces once its init
+  // is cloned, so the init is there now.
+  host.init = containerInit(host.pid);
+  if (!host.init) throw new Error(`systemd-nspawn for ${machine} (pid ${host.pid}) has no child in a PID namespace of its own; teardown could not stop the container without its init`);
   must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
   must('ip', ['link', 'set', host.iface, 'up']);
 
@@ -425,19 +433,91 @@ async function bootHosts(n, { name = 'tk', suite = DEFAULT_SUITE, log = (m) => p
   return hosts;
 }
 
+// ---------------------------------------------------------------- stopping
+
+const POWEROFF_GRACE_MS = 30000; // an orderly poweroff of a test host takes seconds
+const KILL_WAIT_MS = 10000; // the kernel ends a killed PID namespace at once; past this something is stuck
+const NSPAWN_EXIT_MS = 5000; // nspawn exits as soon as its init is gone
+
+function pidNamespace(pid) {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The container's init, as {pid, start, pidns}: the child of systemd-nspawn in a
+ * PID namespace other than ours (nspawn is the subreaper of what it starts, so
+ * the init stays its child), or null. pid and start time name the process even
+ * after nspawn is gone and the init has been handed to PID 1.
+ */
+function containerInit(nspawnPid) {
+  const ours = pidNamespace('self');
+  for (const pid of childrenOf(nspawnPid)) {
+    const pidns = pidNamespace(pid);
+    const st = readStat(pid);
+    if (pidns && st && pidns !== ours) return { pid, start: st.start, pidns };
+  }
+  return null;
+}
+
+/**
+ * The live processes of a host's container: its init and every process in its
+ * PID namespace; [] once the init is gone. Only the init recorded at boot
+ * counts (same pid, same start time); while it lives its namespace does too,
+ * so the namespace's id names this container and no other.
+ */
+function containerProcesses(h) {
+  const init = h && h.init;
+  const st = init && readStat(init.pid);
+  if (!st || st.start !== init.start || st.state === 'Z' || st.state === 'X') return [];
+  const pids = [init.pid];
+  for (const name of fs.readdirSync('/proc')) {
+    if (/^\d+$/.test(name) && Number(name) !== init.pid && pidNamespace(name) === init.pidns) pids.push(Number(name));
+  }
+  return pids.sort((a, b) => a - b);
+}
+
+function waitSync(done, ms) {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) spawnSync('sleep', ['0.1']);
+  return done();
+}
+
+/**
+ * Ends a host's container now, by pid only: SIGKILL to its init ends every
+ * process of its PID namespace, and nspawn, its parent, exits on its own; nspawn
+ * gets a SIGKILL only if it is still there after that. Never the other way
+ * round: a SIGKILLed nspawn cannot stop its container, and the init, handed to
+ * PID 1, runs on with journald, sshd and whatever the host had started, its
+ * /proc/PID/root reading "/" once the overlay is unmounted here.
+ */
+function killContainerSync(h) {
+  if (!h.init && h.pid && alive(h.pid)) h.init = containerInit(h.pid); // a boot that failed before recording it
+  if (containerProcesses(h).length) {
+    try { process.kill(h.init.pid, 'SIGKILL'); } catch { /* gone */ }
+    if (!waitSync(() => !containerProcesses(h).length, KILL_WAIT_MS)) {
+      process.stderr.write(`nspawn: ${h.name}: processes ${containerProcesses(h).join(' ')} of the container still run ${KILL_WAIT_MS / 1000} s after SIGKILL to its init ${h.init.pid}\n`);
+    }
+  }
+  if (h.pid && !waitSync(() => !alive(h.pid), NSPAWN_EXIT_MS)) {
+    try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
+    // Wait (bounded) for the kernel to reap it so the overlay is not busy.
+    waitSync(() => !alive(h.pid), NSPAWN_EXIT_MS);
+  }
+}
+
 /** Power the containers off and remove every trace (processes, veths, mounts, dirs). */
 async function stopHosts(hosts = []) {
   const list = [...(hosts || [])].filter(Boolean);
   await Promise.all(list.map(async (h) => {
     if (h.pid) {
       try { process.kill(h.pid, 'SIGTERM'); } catch { /* gone */ }
-      const done = await Promise.race([h.exited, sleep(30000).then(() => null)]);
-      if (!done && h.pid) {
-        try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
-        await Promise.race([h.exited, sleep(10000)]);
-      }
+      await Promise.race([h.exited, sleep(POWEROFF_GRACE_MS)]);
     }
-    cleanupSync(h);
+    cleanupSync(h); // kills what the poweroff left
   }));
   const tmps = new Set(list.map((h) => h.tmp).filter(Boolean));
   for (const t of tmps) {
@@ -447,11 +527,7 @@ async function stopHosts(hosts = []) {
 
 // Synchronous part of teardown, also used from the 'exit' hook.
 function cleanupSync(h) {
-  if (h.pid) {
-    try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
-    // Wait (bounded) for the kernel to reap it so the overlay is not busy.
-    for (let i = 0; i < 50 && alive(h.pid); i++) spawnSync('sleep', ['0.1']);
-  }
+  killContainerSync(h);
   if (fs.existsSync(`/sys/class/net/${h.iface}`)) run('ip', ['link', 'del', h.iface]);
   if (h.mounted) {
     let r = run('umount', [h.root]);
@@ -496,7 +572,10 @@ function copyInto(host, src, rel) {
   if (r.status !== 0) throw new Error(`cp ${src} ${dest}: ${r.stderr || r.error}`);
 }
 
-module.exports = { copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses, PACKAGES, DEFAULT_SUITE };
+module.exports = {
+  copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses,
+  containerInit, containerProcesses, killContainerSync, PACKAGES, DEFAULT_SUITE,
+};
 
 if (require.main === module) {
   if (process.argv[2] === 'build') console.log(ensureRootfs({ suite: process.argv[3] || DEFAULT_SUITE }));
