@@ -376,8 +376,10 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
     await sleep(100);
   }
   // nspawn moves the veth's peer into the container's namespaces once its init
-  // is cloned, so the init is there now.
-  host.init = containerInit(host.pid);
+  // is cloned, so the init is there now (a moment later, its parent may still
+  // be nspawn's intermediate child: containerInit looks one level down too).
+  const initBy = Date.now() + 10000;
+  while (!(host.init = containerInit(host.pid)) && Date.now() < initBy && alive(host.pid)) await sleep(100);
   if (!host.init) throw new Error(`systemd-nspawn for ${machine} (pid ${host.pid}) has no child in a PID namespace of its own; teardown could not stop the container without its init`);
   must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
   must('ip', ['link', 'set', host.iface, 'up']);
@@ -448,14 +450,16 @@ function pidNamespace(pid) {
 }
 
 /**
- * The container's init, as {pid, start, pidns}: the child of systemd-nspawn in a
- * PID namespace other than ours (nspawn is the subreaper of what it starts, so
+ * The container's init, as {pid, start, pidns}: the child (or grandchild) of
+ * systemd-nspawn in a PID namespace other than ours (nspawn is the subreaper of what it starts, so
  * the init stays its child), or null. pid and start time name the process even
  * after nspawn is gone and the init has been handed to PID 1.
  */
 function containerInit(nspawnPid) {
   const ours = pidNamespace('self');
-  for (const pid of childrenOf(nspawnPid)) {
+  // nspawn clones an intermediate child, which clones the init and exits; until
+  // nspawn has reaped it, the init is its grandchild.
+  for (const pid of childrenOf(nspawnPid).flatMap((c) => [c, ...childrenOf(c)])) {
     const pidns = pidNamespace(pid);
     const st = readStat(pid);
     if (pidns && st && pidns !== ours) return { pid, start: st.start, pidns };
