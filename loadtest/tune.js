@@ -151,8 +151,8 @@ function further(dim, value, dir, cores) {
  */
 function screenValues(dim, current, cores, allowed = () => true) {
   const ladder = dim.ladder(cores).filter((v) => v === current || allowed(v));
-  const at = ladder.indexOf(current) >= 0 ? ladder.indexOf(current)
-    : typeof current === 'number' ? ladder.filter((v) => v < current).length - 0.5 : -1;
+  const found = ladder.indexOf(current);
+  const at = found >= 0 ? found : typeof current === 'number' ? ladder.filter((v) => v < current).length - 0.5 : -1;
   const picks = [...new Set([0, Math.floor((ladder.length - 1) / 2), ladder.length - 1])].filter((i) => i !== at);
   if (at < 0) return picks.map((i) => ({ value: ladder[i], dir: 0 }));
   return picks.sort((a, b) => Math.abs(b - at) - Math.abs(a - at)).slice(0, 2).sort((a, b) => a - b)
@@ -292,7 +292,7 @@ function noiseFloor(st) {
 const decided = (v) => v.wins || v.loses;
 // For the screen, neither does one whose median gain is within the spread: there is no
 // large difference to find there, and the descent tries the values between.
-const screened = (v) => decided(v) || (v.gain.median != null && Math.abs(Math.log(v.gain.median)) <= v.margin);
+const screenSettled = (v) => decided(v) || (v.gain.median != null && Math.abs(Math.log(v.gain.median)) <= v.margin);
 
 /**
  * Interleaved rounds of arms[0] (the incumbent) against the others. A round with too
@@ -352,7 +352,7 @@ async function step(dim, inc, cands, st, io, o, phase) {
   const n = st.steps.length + 1;
   const what = `step ${n} (${phase}) ${dim.name}: ${dim.read(inc.values, o.cores)} vs ${cands.map((c) => c.value).join(', ')}`;
   // The screen adds rounds only while a challenger's median gain is beyond the spread.
-  const settled = phase === 'screen' ? screened : decided;
+  const settled = phase === 'screen' ? screenSettled : decided;
   const { verdicts, rejected } = challengers.length
     ? await compare(arms, st, io, o, { step: n, what, minRounds: o.minRounds, maxRounds: o.maxRounds, settled, reserve: true })
     : { verdicts: [], rejected: 0 };
@@ -419,9 +419,10 @@ function candidates(dim, inc, st, io, o, values = null) {
   return out;
 }
 
-// The variables of SPACE this search varies for these values (asked again before each
-// variable's step: a winner may change what applies).
-const varied = (o, values) => SPACE.filter((dim) => !(dim.applies && !dim.applies(values)) && !(o.vary && !o.vary.includes(dim.name)));
+// Whether the search varies this variable for these values: it applies to them, and
+// --vary (null: all) names it. Asked before each variable's step: a winner may change
+// what applies.
+const varies = (dim, values, vary) => !(dim.applies && !dim.applies(values)) && !(vary && !vary.includes(dim.name));
 
 // Whether a step with these candidates fits the budget: both if they fit, else the
 // first alone, else none (the search is over: st.stoppedBy).
@@ -439,8 +440,8 @@ function fitting(cands, st, o) {
 async function screen(startArm, st, io, o) {
   let inc = startArm;
   const effects = new Map();
-  for (const dim of varied(o, inc.values)) {
-    if (!varied(o, inc.values).includes(dim)) continue;
+  for (const dim of SPACE) {
+    if (!varies(dim, inc.values, o.vary)) continue;
     const allowed = (v) => !io.check({ ...inc.values, ...dim.patch(v, inc.values, o.cores) }).length;
     let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
     if (!cands.length) continue;
@@ -456,19 +457,18 @@ async function screen(startArm, st, io, o) {
 }
 
 /**
- * Coordinate descent from the screen's incumbent, the variables in the order of the
- * effect the screen saw (largest first, SPACE order among equals); returns the
- * incumbent at the end.
+ * Coordinate descent from the screen's incumbent (`from`), the variables in the
+ * order of the effect the screen saw (`effects`: largest first, SPACE order among
+ * equals); returns the incumbent at the end.
  */
-async function descend(startArm, st, io, o) {
-  const screened = await screen(startArm, st, io, o);
-  let inc = screened.inc;
-  if (st.stoppedBy === 'budget') return inc;
-  const effect = (dim) => screened.effects.get(dim.name) || 0;
+async function descend(startArm, from, effects, st, io, o) {
+  let inc = from;
+  const effect = (dim) => effects.get(dim.name) || 0;
+  const order = [...SPACE].sort((a, b) => effect(b) - effect(a));
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     let moved = false;
-    for (const dim of [...varied(o, inc.values)].sort((a, b) => effect(b) - effect(a))) {
-      if (!varied(o, inc.values).includes(dim)) continue;
+    for (const dim of order) {
+      if (!varies(dim, inc.values, o.vary)) continue;
       let cands = candidates(dim, inc, st, io, o);
       while (cands.length) {
         cands = fitting(cands, st, o);
@@ -527,7 +527,8 @@ async function tune(o, io) {
   const startArm = await openArm(st, io, o.start, o.start);
   const open = [startArm];
   try {
-    const best = await descend(startArm, st, io, o);
+    const screened = await screen(startArm, st, io, o);
+    const best = st.stoppedBy === 'budget' ? screened.inc : await descend(startArm, screened.inc, screened.effects, st, io, o);
     if (best !== startArm) open.push(best);
     const confirmation = await confirm(startArm, best, st, io, o);
     const chosen = confirmation.recommend ? best : startArm;
@@ -560,7 +561,7 @@ async function tune(o, io) {
 function grid(start, cores, vary = null) {
   let points = [start];
   for (const dim of SPACE) {
-    if ((dim.applies && !dim.applies(start)) || (vary && !vary.includes(dim.name))) continue;
+    if (!varies(dim, start, vary)) continue;
     points = points.flatMap((p) => dim.ladder(cores).map((v) => ({ ...p, ...dim.patch(v, p, cores) })));
   }
   return [...new Map(points.map((p) => [idOf(p), p])).values()];
