@@ -33,6 +33,8 @@ DEBIAN.test = [
   ...DEBIAN.bench,
   ...DEBIAN.e2e.filter(([bin]) => bin !== '/usr/sbin/nginx'),
   ['/usr/bin/strace', 'strace'],
+  // nft: handshakes.test.js drops UDP on the loopback of a network namespace of its own.
+  ['/usr/sbin/nft', 'nftables'],
   ['/usr/bin/chromium', 'chromium'],
   // metrics: prometheus (the scrape tests) and promtool (check and test the rules),
   // mtail, the two exporters.

@@ -34,15 +34,19 @@ function chrootArgv(root, script, binds = {}) {
     ...Object.entries(binds).map(([host, inside]) => `mkdir -p ${root}${inside} && mount --bind ${host} ${root}${inside}`),
   ];
   const outer = `set -e; mount --make-rprivate /; ${mounts.join('; ')}; exec chroot ${root} /bin/sh -c "$0"`;
-  return ['unshare', '--mount', '--fork', '--pid', '/bin/sh', '-c', outer, script];
+  // --kill-child: if unshare is killed (a timeout), its forked child, the PID
+  // namespace's init, goes too, and with it everything started inside.
+  return ['unshare', '--mount', '--fork', '--kill-child', '--pid', '/bin/sh', '-c', outer, script];
 }
 
 /**
  * Run `script` with /bin/sh inside root; resolves {code, signal, stdout, stderr}
- * when it ends (SIGKILL after timeoutMs). Never rejects.
+ * when it ends (SIGKILL after timeoutMs). Never rejects. `prefix` is an argv
+ * the chroot runs under (it must exec its arguments), e.g. one that enters a
+ * network namespace of its own.
  */
-function runInRoot(root, script, { binds = {}, timeoutMs = 60000 } = {}) {
-  const argv = chrootArgv(root, script, binds);
+function runInRoot(root, script, { binds = {}, timeoutMs = 60000, prefix = [] } = {}) {
+  const argv = [...prefix, ...chrootArgv(root, script, binds)];
   return new Promise((resolve) => {
     const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     const r = { code: 0, signal: null, stdout: '', stderr: '' };

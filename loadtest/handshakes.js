@@ -33,7 +33,7 @@ const { compareVersions } = require('../lib/template');
 const { loadDefaults } = require('../lib/config');
 const { readSchedstatUs } = require('./cpu');
 const { spread, ratio, roundOrder } = require('./stats');
-const { roundKit, negotiated } = require('./handshakes-kit');
+const { roundKit, negotiated, STALL_S } = require('./handshakes-kit');
 
 const ROOT = path.join(__dirname, '..');
 const KEYS = {
@@ -166,7 +166,7 @@ async function run({ rootfs = [], rounds = 5, seconds = 3, kit = false, log = (m
   for (let round = 0; round < rounds; round++) {
     for (const front of roundOrder(fronts, round)) {
       const r = front === 'local' ? await here({ seconds, round }) : await roundIn(front, { seconds, round, kit });
-      const figures = kit ? r.results.map((x) => `${x.front}/${x.client} ${x.usPerConnection.toFixed(0)} µs per connection`)
+      const figures = kit ? r.results.map((x) => `${x.front}/${x.client} ${x.usPerConnection.toFixed(0)} µs per connection${x.stalled ? ` (${x.stalled} stalled)` : ''}`)
         : r.results.map((x) => `${x.key}/${x.group} ${x.usPerHandshake ? x.usPerHandshake.toFixed(0) : '-'} µs`);
       log(`round ${round + 1}/${rounds} ${front === 'local' ? 'local' : path.basename(front)}: nginx ${r.nginx}, OpenSSL ${r.openssl}: ${figures.join(', ')}`);
       raw.push({ round, front: front === 'local' ? 'local' : path.basename(front), ...r });
@@ -189,13 +189,15 @@ function summarizeKit(raw) {
     const stock = hs('tls-stock');
     const tuned = hs('tls-tuned');
     const { nginx, openssl, http3, groups } = rounds[0];
+    const counts = (f, c) => rounds.flatMap((r) => r.results.filter((x) => x.front === f && x.client === c));
+    const sum = (xs, k) => xs.reduce((a, x) => a + (x[k] || 0), 0);
     const h3 = http3 ? {
       h2: spread(per.map((m) => m['tls-tuned-h3/h2'])),
       h3: spread(per.map((m) => m['tls-tuned-h3/h3'])),
       h3OverH2: spread(per.map((m) => ratio(m['tls-tuned-h3/h3'], m['tls-tuned-h3/h2']))),
+      // curls that had no answer in handshakes-kit's STALL_S and were followed by new ones
+      stalled: Object.fromEntries(['h2', 'h3'].map((c) => [c, sum(counts('tls-tuned-h3', c), 'stalled')])),
     } : null;
-    const counts = (f, c) => rounds.flatMap((r) => r.results.filter((x) => x.front === f && x.client === c));
-    const sum = (xs, k) => xs.reduce((a, x) => a + x[k], 0);
     const handshakes = Object.fromEntries(['tls-stock', 'tls-tuned'].map((f) => [f, { full: sum(counts(f, 'h1'), 'full'), resumed: sum(counts(f, 'h1'), 'resumed') }]));
     out.push({
       front, nginx, openssl, groups, handshakes,
@@ -250,7 +252,16 @@ function markdownKit(doc) {
     '|---|---|---|---|---|---|',
     ...s.filter((r) => r.h3).map((r) => `| ${r.front} | ${r.nginx} | ${r.openssl} | ${fmt(r.h3.h2)} | ${fmt(r.h3.h3)} | ${fmt(r.h3.h3OverH2, 2)} |`),
     '',
+    ...stalledNote(s),
   ].join('\n');
+}
+
+/** A line naming the HTTP/2 and HTTP/3 curls that stalled (each counted as a connection, and followed by a new one), if any did. */
+function stalledNote(summary) {
+  const stalls = summary.filter((r) => r.h3 && r.h3.stalled.h2 + r.h3.stalled.h3 > 0);
+  if (!stalls.length) return [];
+  return [`curls that stalled (no answer in ${STALL_S} s; each counted as a connection and followed by a new one): ` +
+    stalls.map((r) => `${r.front} HTTP/2 ${r.h3.stalled.h2}, HTTP/3 ${r.h3.stalled.h3}`).join('; '), ''];
 }
 
 /** The Markdown table of a run. */
