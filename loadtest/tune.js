@@ -399,19 +399,44 @@ function effectOf(s) {
     ? Infinity : c.verdict.gain.median ? Math.abs(Math.log(c.verdict.gain.median)) : 0)));
 }
 
+/**
+ * A value the kit's rules refuse only because of another variable (a pool of 1024
+ * beside worker_connections 64) with that variable raised to the nearest rung up
+ * its ladder that the rules allow: the smallest joint change, or null. Without it
+ * the pool stays capped by connections that cost nothing while the pool is 1 (the
+ * screen keeps 64 then), and the search never finds the two together (measured:
+ * docs/tuning.md).
+ */
+function repaired(values, dim, io, o) {
+  for (const other of SPACE) {
+    if (other === dim || !varies(other, values, o.vary)) continue;
+    const from = other.read(values, o.cores);
+    if (typeof from !== 'number') continue;
+    for (const rung of other.ladder(o.cores).filter((r) => r > from)) {
+      const joint = { ...values, ...other.patch(rung, values, o.cores) };
+      if (!io.check(joint).length) return joint;
+    }
+  }
+  return null;
+}
+
 // The candidates one variable's step tries: its neighbours on the ladder, those the
-// kit's rules refuse listed (with the refusal) and never started, those already
-// measured against this incumbent left out.
+// kit's rules refuse tried with another variable raised where that makes them
+// allowed (repaired), else listed (with the refusal) and never started, those
+// already measured against this incumbent left out.
 function candidates(dim, inc, st, io, o, values = null) {
   const list = values || neighbours(dim, dim.read(inc.values, o.cores), o.cores);
   const out = [];
+  const seen = (v) => st.compared.has(`${idOf(inc.values)}|${idOf(v)}`) || idOf(v) === idOf(inc.values);
   for (const n of list) {
     const cand = { ...n, values: { ...inc.values, ...dim.patch(n.value, inc.values, o.cores) } };
-    if (st.compared.has(`${idOf(inc.values)}|${idOf(cand.values)}`) || idOf(cand.values) === idOf(inc.values)) continue;
+    if (seen(cand.values)) continue;
     const refusals = io.check(cand.values);
     if (refusals.length) {
       entry(st, cand.values, o.start, refusals[0]);
       st.compared.add(`${idOf(inc.values)}|${idOf(cand.values)}`);
+      const joint = repaired(cand.values, dim, io, o);
+      if (joint && !seen(joint)) out.push({ ...n, values: joint });
       continue;
     }
     out.push(cand);
@@ -442,7 +467,10 @@ async function screen(startArm, st, io, o) {
   const effects = new Map();
   for (const dim of SPACE) {
     if (!varies(dim, inc.values, o.vary)) continue;
-    const allowed = (v) => !io.check({ ...inc.values, ...dim.patch(v, inc.values, o.cores) }).length;
+    const allowed = (v) => {
+      const values = { ...inc.values, ...dim.patch(v, inc.values, o.cores) };
+      return !io.check(values).length || Boolean(repaired(values, dim, io, o));
+    };
     let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
     if (!cands.length) continue;
     cands = fitting(cands, st, o);
