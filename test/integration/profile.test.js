@@ -115,13 +115,15 @@ test('a Unix socket with a tiny accept queue under a burst: queue-bound, with th
   // In a network namespace of its own, net.core.somaxconn=4 caps every
   // listen() backlog there (the app's socket and nginx's port); the host's
   // value is untouched. 200 connections at a CPU-bound app overrun it.
+  // The queues are sampled (ss every 50 ms) while perf records; 2 s of it, not 1:
+  // under other load one full run's samples all saw the app's queue at 3 of 4.
   const dir = tmp(t);
   const json = path.join(dir, 'p.json');
   const script = [
     'set -e',
     'ip link set lo up',
     'sysctl -qw net.core.somaxconn=4',
-    `exec ${process.execPath} ${CLI} profile --demo --duration 1 --connections 200 --app ${CPU_APP} --json ${json}`,
+    `exec ${process.execPath} ${CLI} profile --demo --duration 2 --connections 200 --app ${CPU_APP} --json ${json}`,
   ].join('\n');
   const r = await runCommand('unshare', ['-n', 'sh', '-c', script], { cwd: dir, timeoutMs: 150000 });
   assert.equal(r.code, 0, r.out);
