@@ -17,7 +17,7 @@ const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { ROOT } = require('../../lib/template');
 const { opensslOf, http3Of } = require('../../lib/nginx');
-const { freePort } = require('../../lib/proc');
+const { freePorts } = require('../../lib/proc');
 const { ensureRootfsAll, runInRootfs } = require('../lib/nspawn');
 
 const SUITES = ['trixie', 'sid'];
@@ -35,13 +35,12 @@ test.before(async () => {
 async function renderFor(t, suite, extra = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `tunekit-h3-${suite}-`));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const port = await freePort();
-  const tlsPort = await freePort();
+  const [port, tlsPort, statusPort] = await freePorts(3);
   const b = builds[suite];
   const vars = config.resolve({ set: [
     `tunekit_nginx_version=${b.nginx}`, `tunekit_nginx_openssl_version=${b.openssl}`, `tunekit_nginx_http3_module=${b.http3}`,
     'tunekit_nginx_tls=true', 'tunekit_nginx_http3=true', 'tunekit_nginx_listen_address=127.0.0.1',
-    `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`, `tunekit_nginx_status_port=${await freePort()}`, ...extra] });
+    `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`, `tunekit_nginx_status_port=${statusPort}`, ...extra] });
   renderer.render(vars, dir, { prefix: true });
   return { dir, tlsPort, vars };
 }

@@ -22,7 +22,7 @@ const renderer = require('../../lib/render');
 const { ROOT, compareVersions } = require('../../lib/template');
 const { MIN_NODE } = require('../../app/node-version');
 const { opensslOf } = require('../../lib/nginx');
-const { freePort } = require('../../lib/proc');
+const { freePorts } = require('../../lib/proc');
 const { ensureRootfsAll, runInRootfs } = require('../lib/nspawn');
 
 const SUITES = ['bullseye', 'bookworm', 'trixie', 'sid'];
@@ -84,10 +84,10 @@ for (const suite of SUITES) {
     const { nginx, openssl } = versions[suite];
     const hybrid = compareVersions(openssl, mlkem.since) >= 0;
     const dir = tmpdir(t, `tunekit-groups-${suite}-`);
-    const [port, tlsPort] = [await freePort(), await freePort()];
+    const [port, tlsPort, statusPort] = await freePorts(3);
     const vars = config.resolve({ set: [`tunekit_nginx_version=${nginx}`, `tunekit_nginx_openssl_version=${openssl}`,
       'tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1', `tunekit_nginx_listen_port=${port}`, `tunekit_nginx_tls_port=${tlsPort}`,
-      `tunekit_nginx_status_port=${await freePort()}`] });
+      `tunekit_nginx_status_port=${statusPort}`] });
     renderer.render(vars, dir, { prefix: true });
     const curve = /^ssl_ecdh_curve (.+);$/m.exec(fs.readFileSync(path.join(dir, 'etc/nginx/tunekit/tls.conf'), 'utf8'));
     assert.equal(curve && curve[1], `${hybrid ? 'X25519MLKEM768:' : ''}X25519:prime256v1:secp384r1`, `${suite}: OpenSSL ${openssl}`);

@@ -28,7 +28,7 @@ const http = require('node:http');
 const { spawn } = require('node:child_process');
 const YAML = require('yaml');
 const { startStack } = require('../../lib/stack');
-const { freePort, alive, signal } = require('../../lib/proc');
+const { freePorts, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
 const { stopAfter, startHashStack, nofileLowering, loadedChildren } = require('./stack');
@@ -78,7 +78,7 @@ async function observe(t, stack) {
   fs.mkdirSync(progs);
   fs.mkdirSync(textfiles);
   fs.copyFileSync(MTAIL_PROG, path.join(progs, 'nginx.mtail'));
-  const [mtailPort, nodePort, nginxExpPort] = [await freePort(), await freePort(), await freePort()];
+  const [mtailPort, nodePort, nginxExpPort] = await freePorts(3);
   const v = stack.vars;
   daemon(t, dir, 'mtail', '/usr/bin/mtail', ['-progs', progs, '-logs', `${stack.errorLogPath},${stack.accessLogPath}`,
     '-address', '127.0.0.1', '-port', String(mtailPort), '-logtostderr', '-poll_interval', '250ms']);

@@ -34,20 +34,20 @@ const skip = !fs.existsSync(PM2) ? 'pm2 is not installed (npm install)'
 const { until, runCommand } = require('../lib/util');
 
 const CLI = path.join(ROOT, 'bin/tunekit.js');
-const { freePort } = require('../../lib/proc');
+const { freePorts } = require('../../lib/proc');
 
 
 
-/** A port P on 127.0.0.1 with P + 1 free too (PM2's two instances serve metrics on P and P + 1). */
-async function freePortPair() {
+/** A port P on 127.0.0.1 with P + 1 free too (PM2's two instances serve metrics on P and P + 1), neither of `except`. */
+async function freePortPair(except) {
   const net = require('node:net');
   const free = (port) => new Promise((resolve) => {
     const srv = net.createServer().once('error', () => resolve(false));
     srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
   for (;;) {
-    const p = await freePort();
-    if (p < 65535 && await free(p + 1)) return p;
+    const [p] = await freePorts(1, except);
+    if (p < 65535 && !except.includes(p + 1) && await free(p + 1)) return p;
   }
 }
 
@@ -96,8 +96,8 @@ async function setUp(t) {
     fs.rmSync(dir, { recursive: true, force: true });
   });
   fs.mkdirSync(pm2Home);
-  const port = await freePort();
-  const metricsPort = await freePortPair();
+  const [port, statusPort] = await freePorts(2);
+  const metricsPort = await freePortPair([port, statusPort]);
   const vars = config.resolve({
     set: [
       'tunekit_process_manager=pm2',
@@ -105,7 +105,7 @@ async function setUp(t) {
       `tunekit_app_module=${path.join(ROOT, 'test/fixtures/faults/hash-app.js')}`,
       'tunekit_nginx_listen_address=127.0.0.1',
       `tunekit_nginx_listen_port=${port}`,
-      `tunekit_nginx_status_port=${await freePort()}`,
+      `tunekit_nginx_status_port=${statusPort}`,
       'tunekit_nginx_worker_processes=1',
       // Instance I serves its metrics on this port + I.
       `tunekit_metrics_listen=tcp:127.0.0.1:${metricsPort}`,

@@ -14,7 +14,7 @@ const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
 const YAML = require('yaml');
-const { freePort, alive, childrenOf } = require('../../lib/proc');
+const { freePorts, alive, childrenOf } = require('../../lib/proc');
 const { runCommand, until } = require('../lib/util');
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -132,8 +132,7 @@ async function runPod(t, { appPreStop = true } = {}) {
     for (const p of started) if (alive(p.pid)) killTree(p.pid);
     fs.rmSync(tmp, { recursive: true, force: true });
   });
-  const port = await freePort();
-  const metricsPort = await freePort();
+  const [port, metricsPort] = await freePorts(2);
   const delay = 2;
   const drain = 3;
   // The same manifest with the volumes' mount paths under tmp (this machine has

@@ -12,7 +12,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { nginxBinary } = require('../../lib/nginx');
-const { freePort, alive } = require('../../lib/proc');
+const { freePorts, alive } = require('../../lib/proc');
 const { ROOT } = require('../../lib/template');
 
 const SSLYZE = path.join(ROOT, '.venv/bin/sslyze');
@@ -35,9 +35,9 @@ test('sslyze finds the HTTPS front compliant with Mozilla intermediate; SSLv3, T
   assert.ok(fs.existsSync(SSLYZE), `sslyze is not installed (${SSLYZE}); run: node bin/setup.js test`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-tls-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const [plain, https] = [await freePort(), await freePort()];
+  const [plain, https, statusPort] = await freePorts(3);
   const vars = config.resolve({ set: ['tunekit_nginx_tls=true', 'tunekit_nginx_listen_address=127.0.0.1',
-    `tunekit_nginx_listen_port=${plain}`, `tunekit_nginx_tls_port=${https}`, `tunekit_nginx_status_port=${await freePort()}`] });
+    `tunekit_nginx_listen_port=${plain}`, `tunekit_nginx_tls_port=${https}`, `tunekit_nginx_status_port=${statusPort}`] });
   const { vars: pv } = renderer.render(vars, dir, { prefix: true, layers: ['nginx'] });
   const ca = path.join(path.dirname(pv.tunekit_nginx_tls_certificate), 'ca.pem');
   assert.ok(fs.existsSync(ca), 'the prefixed tree has the throwaway CA');

@@ -45,9 +45,10 @@ function statusOfEvery(stack) {
 }
 
 test('status reads the stack as Prometheus would: one row per worker, the load\'s requests, nginx, the queue; down is one line', { timeout: 180_000 }, async (t) => {
-  noMtail = await freePort();
   const stack = await startStack({ upstream: 'uds', workers: 2 });
   stopAfter(t, stack);
+  // Chosen once the stack listens, so it is none of the stack's ports.
+  noMtail = await freePort();
   const before = await statusOfEvery(stack);
   // Count- and time-bounded load through nginx; keep-alive on both hops.
   const load = await autocannon({ url: stack.url, connections: 8, amount: REQUESTS, duration: 60, timeout: 30 });
