@@ -124,7 +124,9 @@ async function main(argv) {
     doc.also = top.filter((t) => t.file).map((t) => ({ file: t.file, label: t.label, reqPerSec: t.reqPerSec,
       ratioToBest: gridBest ? spread(t.rounds.map((x, i) => x / gridBest.rounds[i])) : null }));
     if (o.json) fs.writeFileSync(o.json, `${JSON.stringify(doc, null, 2)}\n`);
-    console.log(`grid: ${all.length} combinations, ${runs.length} measured (rules-passing${Number.isFinite(o.limit) ? `, first ${o.limit}` : ''})`);
+    console.log(earlier
+      ? `compared: the best of ${o.compare} (${earlier.createdAt || 'undated'}) beside ${also.length} vars file(s), in ${o.rounds} interleaved rounds`
+      : `grid: ${all.length} combinations, ${runs.length} measured (rules-passing${Number.isFinite(o.limit) ? `, first ${o.limit}` : ''})`);
     for (const t of top) console.log(`  ${t.label}: ${Math.round(t.reqPerSec.median)} req/s (${Math.round(t.reqPerSec.min)}–${Math.round(t.reqPerSec.max)}) over ${t.reqPerSec.n} rounds`);
     for (const a of doc.also.filter((x) => x.ratioToBest)) {
       const r = a.ratioToBest;

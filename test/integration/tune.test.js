@@ -163,4 +163,7 @@ test('the grid script on two combinations: each measured, the best again in a ro
   assert.deepEqual([c.kind, c.measured, c.best.values], ['tune-grid-compare', 0, doc.best.values]);
   assert.deepEqual(c.also.map((a) => [a.file, a.reqPerSec.n, a.ratioToBest.n]), [[poor, 1, 1]]);
   assert.match(cmp.stdout, /poor\.yml over the grid's best, per round: median \d+\.\d\d/);
+  // It says what it compared, not a grid of combinations it did not measure.
+  assert.match(cmp.stdout, /^compared: the best of \S+grid\.json \(\d{4}-\d\d-\d\dT[^)]+\) beside 1 vars file\(s\), in 1 interleaved rounds$/m);
+  assert.doesNotMatch(cmp.stdout, /combinations/);
 });
