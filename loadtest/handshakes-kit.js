@@ -72,15 +72,25 @@ function nginxCpuUs(stack) {
   return stack.pids().nginx.reduce((sum, pid) => sum + (readSchedstatUs(pid) || 0), 0);
 }
 
-/** The access log's lines after `offset`: requests, full and resumed handshakes, by protocol. */
-function logSince(file, offset) {
+// The query parameter that tells one measurement's requests from any other in the log.
+const MARK = 'tunekit-handshakes';
+let measurements = 0;
+
+/**
+ * The access log's lines after `offset` whose request carries `mark` (one
+ * measurement's own): requests, full and resumed handshakes, by protocol. nginx
+ * writes a line after the response has gone, so a line of the stack's readiness
+ * request, or of the previous measurement's last request, can land after `offset`.
+ */
+function logSince(file, offset, mark) {
   const text = fs.readFileSync(file).subarray(offset).toString('utf8');
   const out = { requests: 0, full: 0, resumed: 0, protocols: {} };
   for (const line of text.split('\n')) {
-    const m = /"[A-Z]+ \S+ (HTTP\/[\d.]+)" (\d{3}) /.exec(line);
-    if (!m) continue;
+    const m = /"[A-Z]+ (\S+) (HTTP\/[\d.]+)" (\d{3}) /.exec(line);
+    const own = m && new RegExp(`[?&]${MARK}=([^&]*)`).exec(m[1]);
+    if (!own || own[1] !== mark) continue;
     out.requests++;
-    out.protocols[m[1]] = (out.protocols[m[1]] || 0) + 1;
+    out.protocols[m[2]] = (out.protocols[m[2]] || 0) + 1;
     const r = RESUMED.exec(line); // wherever the field sits in the line
     if (r && r[1] === 'r') out.resumed++;
     else if (r) out.full++;
@@ -88,14 +98,15 @@ function logSince(file, offset) {
   return out;
 }
 
-/** curl's arguments for one client kind against a stack. */
-function curlArgs(stack, client) {
+/** curl's arguments for one client kind against a stack, its requests carrying `mark`. */
+function curlArgs(stack, client, mark) {
   const base = ['-sS', '--no-sessionid', '-o', '/dev/null'];
+  const url = `${stack.url}?${MARK}=${mark}`;
   if (client === 'h1') {
     const tls = stack.ca ? ['-k', '--http1.1'] : ['--http1.1'];
-    return [...base, '--max-time', '10', ...tls, '-H', 'Connection: close', `${stack.url}[1-1000000]`];
+    return [...base, '--max-time', '10', ...tls, '-H', 'Connection: close', `${url}&n=[1-1000000]`];
   }
-  return [...base, '--max-time', String(STALL_S), '-k', client === 'h3' ? '--http3-only' : '--http2', stack.url];
+  return [...base, '--max-time', String(STALL_S), '-k', client === 'h3' ? '--http3-only' : '--http2', url];
 }
 
 /**
@@ -103,7 +114,7 @@ function curlArgs(stack, client) {
  * until then (h2, h3) and at least one has completed; resolves
  * { completed, stalled } (h1: {}).
  */
-async function drive(stack, client, seconds) {
+async function drive(stack, client, seconds, mark) {
   const end = Date.now() + seconds * 1000;
   const once = (args, stopAt) => new Promise((resolve, reject) => {
     const curl = spawn('curl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -119,12 +130,12 @@ async function drive(stack, client, seconds) {
     });
   });
   if (client === 'h1') {
-    await once(curlArgs(stack, client), end);
+    await once(curlArgs(stack, client, mark), end);
     return {};
   }
   const n = { completed: 0, stalled: 0 };
   while (Date.now() < end || n.completed === 0) {
-    n[await once(curlArgs(stack, client))]++;
+    n[await once(curlArgs(stack, client, mark))]++;
     if (n.stalled >= 5 && n.stalled > n.completed) {
       throw new Error(`curl over ${PROTOCOL[client]} stalled on ${n.stalled} of ${n.stalled + n.completed} new connections to ${stack.url} ` +
         `(no answer in ${STALL_S} s each): its QUIC or TLS client does not recover from lost datagrams; run the measurement with a curl ` +
@@ -136,11 +147,12 @@ async function drive(stack, client, seconds) {
 
 /** One measurement: a client against a front for `seconds`; nginx's CPU per connection. */
 async function measureKit(stack, front, client, seconds) {
+  const mark = `${client}-${process.pid}-${++measurements}`;
   const offset = fs.statSync(stack.accessLogPath).size;
   const before = nginxCpuUs(stack);
-  const { completed, stalled = 0 } = await drive(stack, client, seconds);
+  const { completed, stalled = 0 } = await drive(stack, client, seconds, mark);
   const cpuUs = nginxCpuUs(stack) - before;
-  const log = logSince(stack.accessLogPath, offset);
+  const log = logSince(stack.accessLogPath, offset, mark);
   const wanted = log.protocols[PROTOCOL[client]] || 0;
   if (!wanted || wanted !== log.requests) {
     throw new Error(`${front} with ${client}: nginx logged ${JSON.stringify(log.protocols)}, not only ${PROTOCOL[client]}`);

@@ -10,6 +10,7 @@ const path = require('node:path');
 const { parseSummary } = require('../../loadtest/h2load');
 const bench = require('../../loadtest/tls-bench');
 const table = require('../../loadtest/tls-table');
+const kit = require('../../loadtest/handshakes-kit');
 
 // h2load 1.52's summary, as printed for 20 HTTP/1.1 clients.
 const H2LOAD_OUT = `
@@ -46,6 +47,22 @@ test('handshakes are counted from the access log written since the mark: r resum
   fs.appendFileSync(log, line('r').repeat(7) + line('.').repeat(2) + line('-'));
   assert.deepEqual(bench.handshakesSince(log, mark), { full: 2, resumed: 7, lines: 10 });
   assert.equal(bench.handshakesSince(path.join(dir, 'missing.log'), 0), null);
+});
+
+test('handshakes --kit counts a measurement\'s own requests only: a late line of the readiness probe or of the previous measurement is left out', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-tlsbench-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, 'access.log');
+  const line = (target, proto, v) => `127.0.0.1 - - [28/Nov/2026:08:58:01 +0000] "GET ${target} ${proto}" 200 34 "-" "-" rt=0.001 tls=TLSv1.3 resumed=${v} cr=1\n`;
+  const url = { url: 'https://127.0.0.1:8443/', ca: '/tmp/ca.pem' };
+  // nginx writes a line once the response has gone: these land after the next measurement's offset.
+  fs.writeFileSync(log, line('/', 'HTTP/1.1', '.'));
+  const h1 = new URL(kit.curlArgs(url, 'h1', 'h1-7-1').at(-1).replace('[1-1000000]', '3'));
+  fs.appendFileSync(log, line(h1.pathname + h1.search, 'HTTP/1.1', '.'));
+  const h3 = new URL(kit.curlArgs(url, 'h3', 'h3-7-2').at(-1));
+  fs.appendFileSync(log, line(h3.pathname + h3.search, 'HTTP/3.0', '.').repeat(4) + line('/?tunekit-handshakes=h3-7-20', 'HTTP/3.0', '.'));
+  assert.deepEqual(kit.logSince(log, 0, 'h3-7-2'), { requests: 4, full: 4, resumed: 0, protocols: { 'HTTP/3.0': 4 } });
+  assert.deepEqual(kit.logSince(log, 0, 'h1-7-1').protocols, { 'HTTP/1.1': 1 });
 });
 
 // One run as measure() returns it, reduced to what the bench reads.
