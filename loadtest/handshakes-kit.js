@@ -16,8 +16,8 @@
 //   h2  HTTP/2 and h3  HTTP/3 alone (tls-tuned-h3): one curl per connection,
 //       since curl keeps an HTTP/2 or HTTP/3 connection for its next URL
 // Per measurement: nginx's CPU (master and workers, scheduler runtime) divided
-// by the connections (h1: the requests its access log gained, one per
-// connection; h2, h3: the curls started, stalled ones too, since nginx did their
+// by the connections (h1: the measurement's requests in the access log, one per
+// connection, told from any other by a query mark of their own; h2, h3: the curls started, stalled ones too, since nginx did their
 // handshakes), and the log's count of full handshakes, resumed ones and
 // protocols. A full handshake's cost is a TLS front's CPU per connection minus
 // plain's in the same round.
