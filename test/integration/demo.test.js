@@ -65,10 +65,12 @@ test('npm run demo: reports URL, socket, workers, req/s, p50/p99 and leaves noth
   const pids = pidsIn(out);
   assert.equal(pids.app.length, 3, 'primary + 2 workers');
   assert.ok(pids.nginx.length >= 2, 'master + workers');
-  // Every app worker answered, and only those pids did.
+  // Only app workers answered, and the line counts them. Not "every worker": on
+  // the shared socket whichever worker accepts first takes nginx's few kept-alive
+  // upstream connections, and on a busy machine one worker once took all of them.
   const seen = [...field(out, 'workers seen').matchAll(/(\d+) \(\d+\)/g)].map((m) => Number(m[1]));
-  assert.deepEqual(seen.sort(), pids.app.slice(1).sort());
-  assert.match(field(out, 'workers seen'), /2 of 2 app workers answered/);
+  assert.ok(seen.length >= 1 && seen.every((pid) => pids.app.slice(1).includes(pid)), `${seen} are app workers of ${pids.app}`);
+  assert.match(field(out, 'workers seen'), new RegExp(`${seen.length} of 2 app workers answered`));
 
   // Nothing left: processes, socket, temp dir.
   const stopped = out.match(/^stopped: (\d+) processes exited \(([\d ]+)\), socket and \S+ removed$/m);
