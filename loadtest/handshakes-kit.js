@@ -17,8 +17,8 @@
 //       since curl keeps an HTTP/2 or HTTP/3 connection for its next URL
 // Per measurement: nginx's CPU (master and workers, scheduler runtime) divided
 // by the connections (h1: the measurement's requests in the access log, one per
-// connection, told from any other by a query mark of their own; h2, h3: the curls started, stalled ones too, since nginx did their
-// handshakes), and the log's count of full handshakes, resumed ones and
+// connection, told from any other by a query mark of their own; h2, h3: the
+// curls started, stalled ones too, since nginx did their handshakes), and the log's count of full handshakes, resumed ones and
 // protocols. A full handshake's cost is a TLS front's CPU per connection minus
 // plain's in the same round.
 //
@@ -74,6 +74,7 @@ function nginxCpuUs(stack) {
 
 // The query parameter that tells one measurement's requests from any other in the log.
 const MARK = 'tunekit-handshakes';
+const MARK_RE = new RegExp(`[?&]${MARK}=([^&]*)`);
 let measurements = 0;
 
 /**
@@ -87,7 +88,7 @@ function logSince(file, offset, mark) {
   const out = { requests: 0, full: 0, resumed: 0, protocols: {} };
   for (const line of text.split('\n')) {
     const m = /"[A-Z]+ (\S+) (HTTP\/[\d.]+)" (\d{3}) /.exec(line);
-    const own = m && new RegExp(`[?&]${MARK}=([^&]*)`).exec(m[1]);
+    const own = m && MARK_RE.exec(m[1]);
     if (!own || own[1] !== mark) continue;
     out.requests++;
     out.protocols[m[2]] = (out.protocols[m[2]] || 0) + 1;
