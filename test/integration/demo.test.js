@@ -71,6 +71,10 @@ test('npm run demo: reports URL, socket, workers, req/s, p50/p99 and leaves noth
   const seen = [...field(out, 'workers seen').matchAll(/(\d+) \(\d+\)/g)].map((m) => Number(m[1]));
   assert.ok(seen.length >= 1 && seen.every((pid) => pids.app.slice(1).includes(pid)), `${seen} are app workers of ${pids.app}`);
   assert.match(field(out, 'workers seen'), new RegExp(`${seen.length} of 2 app workers answered`));
+  // When one did not, the demo names it and says why, and only then.
+  const idle = pids.app.slice(1).filter((pid) => !seen.includes(pid));
+  const note = /^ {2}note {11}app workers ([\d, ]+) served no request: each connection lands on one worker/m.exec(out);
+  assert.deepEqual(note ? note[1].split(', ').map(Number) : [], idle, out);
 
   // Nothing left: processes, socket, temp dir.
   const stopped = out.match(/^stopped: (\d+) processes exited \(([\d ]+)\), socket and \S+ removed$/m);
