@@ -18,9 +18,10 @@
 // Per measurement: nginx's CPU (master and workers, scheduler runtime) divided
 // by the connections (h1: the measurement's requests in the access log, one per
 // connection, told from any other by a query mark of their own; h2, h3: the
-// curls started, stalled ones too, since nginx did their handshakes), and the log's count of full handshakes, resumed ones and
-// protocols. A full handshake's cost is a TLS front's CPU per connection minus
-// plain's in the same round.
+// curls started, stalled ones too, since nginx did their handshakes), and the
+// log's count of full handshakes, resumed ones and protocols. A full
+// handshake's cost is a TLS front's CPU per connection minus plain's in the
+// same round.
 //
 // A curl on OpenSSL's own QUIC stack (Debian 13's curl 8.14.1: `curl --version`
 // lists nghttp3 but not ngtcp2) can stall for good after one lost UDP datagram:
