@@ -184,7 +184,10 @@ function relSpread(runs) {
  *   faster: it beat the incumbent in every round beyond the spread;
  *   fixes:  it met the objective in every round, the incumbent missed it in some
  *           (errors, a p99 over the bound), and where both met it was not slower
- *           beyond the spread;
+ *           beyond the spread in any round, nor beyond the machine's noise in the
+ *           median (a slow challenger's own wide spread must not excuse it: one
+ *           ×0.71 and ×0.81 behind with a 31% spread once won here, 4 app workers
+ *           on 2 cores, only because the incumbent's resets came and went);
  *   slower: it lost every round beyond the spread;
  *   breaks: it missed the objective in some round, the incumbent never did, and it
  *           was nowhere faster beyond the spread.
@@ -202,7 +205,8 @@ function verdict(incRuns, chalRuns, objective, floor = MIN_MARGIN) {
   const both = gains.filter((g, i) => incRuns[i].meets && chalRuns[i].meets);
   let how = null;
   if (n && gains.every((g) => g > 1 + margin)) how = 'faster';
-  else if (n && !chalMissed && incMissed && both.every((g) => g > 1 - margin)) how = 'fixes';
+  else if (n && !chalMissed && incMissed && both.every((g) => g > 1 - margin) &&
+    (!both.length || spread(both).median >= 1 - floor)) how = 'fixes';
   else if (n && gains.every((g) => g < 1 - margin)) how = 'slower';
   else if (n && chalMissed && !incMissed && both.every((g) => g < 1 + margin)) how = 'breaks';
   return {

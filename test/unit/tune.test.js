@@ -276,6 +276,14 @@ test('the verdict, feasibility first: one that meets the objective in every roun
   assert.deepEqual([T.verdict(clean, flaky, 'rps').loses, T.verdict(clean, flaky, 'rps').how], [true, 'breaks']);
   // Clean but slower beyond the spread where both met: no win.
   assert.equal(T.verdict(flaky, [run(80), run(80), run(81)], 'rps').wins, false);
+  // Clean, slower where both met, and so noisy that its own spread covers that: no
+  // win either (a tune run's screen: 4 app workers on 2 cores against 1, while
+  // worker_connections 64 reset connections in two rounds of four).
+  const resetting = [run(10316), run(11503), run(11042, false), run(10887, false)];
+  const noisy = [run(7356), run(9345), run(10084), run(10300)];
+  const v3 = T.verdict(resetting, noisy, 'rps');
+  assert.ok(v3.gains.slice(0, 2).every((g) => g > 1 - v3.margin), `×0.71 and ×0.81 are within its spread: ${v3.gains} ${v3.margin}`);
+  assert.deepEqual([v3.wins, v3.how], [false, null]);
   // Both miss now and then: neither fixes anything, and speed alone cannot decide.
   const v2 = T.verdict(flaky, [run(120, false), run(121), run(119)], 'rps');
   assert.deepEqual([v2.wins, v2.loses], [false, false]);
