@@ -38,6 +38,14 @@ function countPids(buf, byPid) {
   return n;
 }
 
+function headerObject(lines) {
+  if (!lines || !lines.length) return undefined;
+  return Object.fromEntries(lines.map((h) => {
+    const i = h.indexOf(':');
+    return [h.slice(0, i).trim(), h.slice(i + 1).trim()];
+  }));
+}
+
 function run(opts) {
   const histogram = H.createHistogram();
   const byPid = {};
@@ -60,6 +68,8 @@ function run(opts) {
     overallRate: opts.rate || undefined,
     timeout: opts.timeoutS,
     pipelining: 1,
+    // Extra request headers, "Name: value" as wrk takes them (tunekit tune --gzip).
+    headers: headerObject(opts.headers),
     // A request mix (tunekit tune --paths): each connection cycles through the paths.
     requests: opts.paths && opts.paths.length ? opts.paths.map((p) => ({ method: 'GET', path: p })) : undefined,
     setupClient: opts.workerShare
@@ -123,4 +133,4 @@ if (require.main === module) {
   process.on('disconnect', () => process.exit(2));
 }
 
-module.exports = { countPids, STALL_S };
+module.exports = { countPids, headerObject, STALL_S };

@@ -54,7 +54,7 @@ function mergeKinds(maps) {
 // spread over `procs` processes; `rate` (req/s, optional) is autocannon's own
 // per-second budget (-R), which sends in bursts. Returns a driver result
 // (see README.md, "Result").
-async function runAutocannon({ url, ca = null, socketPath = null, connections, duration, rate = 0, procs = 1, timeoutS = 10, workerShare = true, paths = null, onProgress = () => {} }) {
+async function runAutocannon({ url, ca = null, socketPath = null, connections, duration, rate = 0, procs = 1, timeoutS = 10, workerShare = true, paths = null, headers = [], onProgress = () => {} }) {
   const n = Math.max(1, Math.min(procs, connections));
   const conns = split(connections, n);
   const rates = rate ? split(rate, n) : conns.map(() => 0);
@@ -68,7 +68,7 @@ async function runAutocannon({ url, ca = null, socketPath = null, connections, d
     onProgress(all.reduce((a, x) => a + x.responses, 0), rate);
   };
   const parts = await Promise.all(conns.map((c, i) => runChild({
-    url, socketPath, connections: c, duration, rate: rates[i], timeoutS, workerShare, paths,
+    url, socketPath, connections: c, duration, rate: rates[i], timeoutS, workerShare, paths, headers,
   }, onTick, ca)));
 
   const histogram = H.merge(parts.map((p) => H.decode(p.histogram)));

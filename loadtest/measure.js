@@ -52,7 +52,12 @@ async function drive(target, o) {
     if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
     return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores(), headers: o.headers });
   }
-  return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1, paths: o.paths || null });
+  // A compressed body hides the example app's "pid":N, so who answered is not counted
+  // when the load asks for compression.
+  const headers = o.headers || [];
+  const compressed = headers.some((h) => /^accept-encoding\s*:/i.test(h));
+  return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1,
+    paths: o.paths || null, headers, workerShare: !compressed });
 }
 
 function clientWarnings(mode, gen, extra) {

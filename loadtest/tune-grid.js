@@ -17,15 +17,18 @@ const { roundOrder, spread } = require('./stats');
 const { cores } = require('./cpu');
 const { createProgress } = require('./progress');
 
+const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
+
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
-                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--json FILE]
+                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--gzip] [--json FILE]
 Every rules-passing combination of the tuner's ladders, measured once at saturation
 (req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
 --also adds the values of vars files (e.g. tune's recommendations) to those rounds, so
 each is measured side by side with the grid's best. --compare GRID.json takes the grid's
 best from an earlier run's JSON instead of measuring the grid again, and measures it
 beside the --also files. --limit N measures only the first N combinations (a quick check
-of the script).`;
+of the script). --gzip: the load asks for gzip and the gzip level is varied (as tune
+--gzip). Each line names the values that differ from --from (or the kit's defaults).`;
 
 function options(argv) {
   const { values: v } = parseArgs({
@@ -33,7 +36,8 @@ function options(argv) {
     options: {
       vary: { type: 'string' }, from: { type: 'string' }, duration: { type: 'string', default: '5' },
       connections: { type: 'string', default: '50' }, top: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' },
-      limit: { type: 'string' }, also: { type: 'string' }, compare: { type: 'string' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      limit: { type: 'string' }, also: { type: 'string' }, compare: { type: 'string' }, json: { type: 'string' }, gzip: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
   if (v.help) return null;
@@ -43,12 +47,16 @@ function options(argv) {
     return x;
   };
   const c = cores();
+  // As `tunekit tune`: the gzip level is varied only for a load that asks for gzip.
+  const vary = v.vary ? v.vary.split(',').map((x) => x.trim()) : null;
+  if (vary && vary.includes(GZIP_LEVEL) && !v.gzip) throw new Error(`--vary ${GZIP_LEVEL} needs --gzip: without it the load asks for no compression and the level cannot matter`);
   return {
     objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
     limit: v.limit === undefined ? Infinity : n('limit'), json: v.json || null, from: v.from || null,
     also: v.also ? v.also.split(',').map((x) => x.trim()).filter(Boolean) : [],
     compare: v.compare || null,
-    vary: v.vary ? v.vary.split(',').map((x) => x.trim()) : null, cores: c, procs: Math.min(2, c), paths: null,
+    vary: v.gzip ? vary : (vary || T.SPACE.map((d) => d.name)).filter((n) => n !== GZIP_LEVEL), gzip: Boolean(v.gzip),
+    cores: c, procs: Math.min(2, c), paths: null,
   };
 }
 
@@ -67,15 +75,38 @@ async function measureAll(points, io, o) {
   return runs;
 }
 
+// What a round that missed the objective saw: failed requests (errors, timeouts),
+// non-2xx answers, or none of those (no answer at all, or a p99 over the bound).
+function missOf(r) {
+  const x = r.result || {};
+  return { reqPerSec: r.value, errors: x.errors || 0, non2xx: x.non2xx || 0, p99Us: r.p99Us };
+}
+
+/** One line of the confirmation: the median and range, and the rounds that missed, said as such (counted as 0). */
+function topLine(t) {
+  const s = t.reqPerSec;
+  let line = `  ${t.label}: ${Math.round(s.median)} req/s (${Math.round(s.min)}–${Math.round(s.max)}) over ${s.n} rounds`;
+  const missed = t.missed || [];
+  if (missed.length) {
+    const errors = missed.reduce((a, m) => a + m.errors, 0);
+    const non2xx = missed.reduce((a, m) => a + m.non2xx, 0);
+    const what = errors || non2xx ? `${errors} failed requests, ${non2xx} non-2xx answers`
+      : missed.every((m) => !m.reqPerSec) ? 'no request answered' : 'p99 over the bound';
+    line += `; ${missed.length} of ${s.n} missed the objective (${what}) and count as 0 req/s`;
+  }
+  return line;
+}
+
 async function confirmTop(top, io, o) {
   const arms = [];
   try {
-    for (const t of top) arms.push({ ...t, arm: await io.open(t.values), rounds: [] });
+    for (const t of top) arms.push({ ...t, arm: await io.open(t.values), rounds: [], missed: [] });
     for (let round = 0; round < o.rounds; round++) {
       for (const i of roundOrder(arms.map((_, k) => k), round)) {
         io.progress(`top ${arms.length}, round ${round + 1}/${o.rounds}: ${arms[i].label}`);
         const r = await io.measure(arms[i].arm);
         arms[i].rounds.push(r.meets ? r.value : 0);
+        if (!r.meets) arms[i].missed.push(missOf(r));
       }
     }
   } finally {
@@ -110,7 +141,9 @@ async function main(argv) {
   try {
     const runs = earlier ? [] : await measureAll(points, io, o);
     const best = earlier
-      ? [{ values: earlier.best.values, label: earlier.best.label, value: earlier.best.reqPerSec.median, meets: true }]
+      // Labelled against this run's start (--from, or the kit's defaults) like the
+      // --also files, not against the grid's own --from: one base for every line.
+      ? [{ values: earlier.best.values, label: T.labelOf(earlier.best.values, o.start), value: earlier.best.reqPerSec.median, meets: true }]
       : [...runs].sort((a, b) => (b.meets ? b.value : 0) - (a.meets ? a.value : 0)).slice(0, o.top);
     const extra = also.map((a) => ({ values: a.values, label: `${a.file}: ${T.labelOf(a.values, o.start)}`, file: a.file }));
     const top = await confirmTop([...best, ...extra], io, o);
@@ -127,7 +160,7 @@ async function main(argv) {
     console.log(earlier
       ? `compared: the best of ${o.compare} (${earlier.createdAt || 'undated'}) beside ${also.length} vars file(s), in ${o.rounds} interleaved rounds`
       : `grid: ${all.length} combinations, ${runs.length} measured (rules-passing${Number.isFinite(o.limit) ? `, first ${o.limit}` : ''})`);
-    for (const t of top) console.log(`  ${t.label}: ${Math.round(t.reqPerSec.median)} req/s (${Math.round(t.reqPerSec.min)}–${Math.round(t.reqPerSec.max)}) over ${t.reqPerSec.n} rounds`);
+    for (const t of top) console.log(topLine(t));
     for (const a of doc.also.filter((x) => x.ratioToBest)) {
       const r = a.ratioToBest;
       console.log(`  ${a.file} over the grid's best, per round: median ${r.median.toFixed(2)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`);
@@ -145,4 +178,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { main };
+module.exports = { main, confirmTop, topLine };

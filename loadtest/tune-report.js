@@ -51,6 +51,14 @@ function howText(v, objective) {
     return `met the objective in all ${v.rounds} rounds where the other missed it in ${v.missed.incumbent}, ` +
       `and was not slower beyond the spread (${pct(v.margin)}) where both met it: ${gainText(objective, v.gain)}`;
   }
+  // A round the incumbent missed and the challenger met is won whatever the speeds
+  // (gain Infinity); the gain figures are those of the other rounds, said as such.
+  const fixed = v.gains ? v.gains.filter((g) => g === Infinity).length : 0;
+  if (fixed) {
+    const rest = v.rounds - fixed;
+    return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): met the objective in the ${fixed} where the other missed it` +
+      (rest ? `, and ${gainText(objective, v.gain)} in the other ${rest}` : '');
+  }
   return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): ${gainText(objective, v.gain)}`;
 }
 
@@ -180,4 +188,4 @@ function toHtml(doc) {
   return page('tunekit tune report', body);
 }
 
-module.exports = { varsText, verdictLines, toMarkdown, toHtml, valueComment };
+module.exports = { varsText, verdictLines, toMarkdown, toHtml, valueComment, howText };

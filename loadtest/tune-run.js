@@ -16,6 +16,9 @@ const T = require('./tune');
 const WARMUP_S = 1;
 // A paced run that reached less than this share of its rate missed the objective.
 const RATE_REACHED = 0.98;
+// With --gzip the load asks for compression as browsers do; without it nginx
+// compresses nothing for the load, so the gzip level cannot matter in it.
+const GZIP_HEADER = 'Accept-Encoding: gzip';
 
 /** The --set pairs of a candidate's values. */
 const setsOf = (values) => T.KEYS.map((k) => `${k}=${values[k]}`);
@@ -87,7 +90,8 @@ function realIo(o) {
   const { startStack } = loadStack();
   const stacks = new Set();
   const drive = (target, duration) => {
-    const base = { driver: 'autocannon', connections: o.connections, procs: o.procs, timeoutS: 10, paths: o.paths, duration };
+    const base = { driver: 'autocannon', connections: o.connections, procs: o.procs, timeoutS: 10, paths: o.paths, duration,
+      headers: o.gzip ? [GZIP_HEADER] : [] };
     return o.objective === 'rps' ? measure(target, { ...base, mode: 'saturation' }) : measure(target, { ...base, mode: 'paced', rate: o.rate });
   };
   return {
@@ -149,4 +153,4 @@ async function runTune(o) {
   return outcome;
 }
 
-module.exports = { runTune, realIo, startValues, refusals, readPaths, setsOf, runOf, WARMUP_S };
+module.exports = { runTune, realIo, startValues, refusals, readPaths, setsOf, runOf, WARMUP_S, GZIP_HEADER };

@@ -96,7 +96,8 @@ const SPACE = [
   },
   {
     // Only where gzip is on (tunekit_nginx_gzip); it matters only for responses at
-    // least tunekit_nginx_gzip_min_length long to clients that ask for gzip.
+    // least tunekit_nginx_gzip_min_length long to clients that ask for gzip: the
+    // command varies it only with --gzip, when the load asks for it.
     name: 'tunekit_nginx_gzip_level',
     ladder: () => [1, 2, 4, 6, 9],
     patch: (v) => ({ tunekit_nginx_gzip_level: v }),

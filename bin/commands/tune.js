@@ -14,6 +14,7 @@ const { requirePackages } = require('./loadtest');
 const { SPACE } = require('../../loadtest/tune');
 
 const SPACE_NAMES = SPACE.map((d) => d.name);
+const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
 
 const COMMAND = {
   name: 'tune',
@@ -32,6 +33,8 @@ const COMMAND = {
     rate: { type: 'string', value: 'R', help: 'with cpu: the paced rate, req/s (required)' },
     paths: { type: 'string', value: 'FILE', help: 'the request mix: one path per line (a path twice is sent twice as often); rps only' },
     'access-log': { type: 'string', value: 'FILE', help: 'the request mix from an access log (nginx combined format: its GET request lines); rps only' },
+    gzip: { type: 'boolean', help: 'the load asks for compression (Accept-Encoding: gzip, as browsers do), and the gzip level is varied; ' +
+      'without it nginx compresses nothing for the load, so the level is not varied; rps only' },
     budget: { type: 'string', value: 'DURATION', default: '5m', help: 'the whole run, search and confirmation, e.g. 90s, 10m, 1h' },
     duration: { type: 'string', value: 'S', default: '5', help: 'seconds of each measured run' },
     rounds: { type: 'string', value: 'N', default: '4', help: 'at most this many counted rounds per step (at least 2; more only while the answer is unclear)' },
@@ -95,6 +98,11 @@ function options(v) {
   if (v.paths !== undefined && v['access-log'] !== undefined) throw new UsageError('give the request mix once: --paths or --access-log, not both');
   const mix = v.paths !== undefined ? 'paths' : v['access-log'] !== undefined ? 'access-log' : null;
   if (mix && objective === 'cpu') throw new UsageError(`--${mix} with --objective cpu: the pacer sends one path; use --objective rps for a request mix`);
+  if (v.gzip && objective === 'cpu') throw new UsageError('--gzip with --objective cpu: the pacer sends one fixed request without Accept-Encoding; use --objective rps to measure gzip');
+  const vary = v.vary === undefined ? null : varyList(v.vary);
+  if (vary && vary.includes(GZIP_LEVEL) && !v.gzip) {
+    throw new UsageError(`--vary ${GZIP_LEVEL} without --gzip: the load would not ask for compression, so nginx compresses nothing and the level cannot matter; add --gzip`);
+  }
   if (!isDirectory(v.report)) throw new UsageError(`--report ${v.report}: not a directory; create it first or choose another`);
   const o = {
     app: v.app === undefined ? null : path.resolve(inputFile('app', v.app)),
@@ -111,12 +119,14 @@ function options(v) {
     out: outputFile('out', v.out),
     report: v.report,
     mix,
-    vary: v.vary === undefined ? null : varyList(v.vary),
+    // Without --gzip the level is left out: a step over it would measure noise only.
+    vary: v.gzip ? vary : (vary || SPACE_NAMES).filter((n) => n !== GZIP_LEVEL),
+    gzip: Boolean(v.gzip),
   };
   o.minRounds = 2;
   if (mix) o.paths = require('../../loadtest/tune-run').readPaths(v[mix], mix);
   o.objectiveText = objective === 'rps'
-    ? `most req/s${o.p99Us != null ? ` with p99 <= ${v.p99}` : ''}, zero errors, ${o.connections} connections, ${o.durationS} s runs`
+    ? `most req/s${o.p99Us != null ? ` with p99 <= ${v.p99}` : ''}, zero errors, ${o.connections} connections${o.gzip ? ' asking for gzip' : ''}, ${o.durationS} s runs`
     : `least server CPU per request at ${o.rate} req/s (paced), zero errors, ${o.durationS} s runs`;
   return o;
 }

@@ -238,6 +238,28 @@ test('the live rate on the progress bar is within 10% of the final rate (two gen
   assert.ok(Math.abs(last - res.reqPerSec) / res.reqPerSec <= 0.10, `live ${Math.round(last)} vs final ${Math.round(res.reqPerSec)} req/s`);
 });
 
+test('a load that asks for gzip (tunekit tune --gzip) sends Accept-Encoding on every request; the plain load on none', async (t) => {
+  const http = require('node:http');
+  const { measure } = require('../../loadtest/measure');
+  const seen = { gzip: 0, plain: 0 };
+  const server = http.createServer((req, res) => {
+    seen[req.headers['accept-encoding'] === 'gzip' ? 'gzip' : 'plain']++;
+    res.end('{"ok":true}');
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const target = { name: 'headers', url: `http://127.0.0.1:${server.address().port}/` };
+  const { GZIP_HEADER } = require('../../loadtest/tune-run');
+  const asked = await measure(target, { driver: 'autocannon', mode: 'saturation', connections: 2, procs: 2, duration: 1, timeoutS: 5, headers: [GZIP_HEADER] });
+  assert.ok(asked.requests.ok > 0);
+  assert.deepEqual(seen, { gzip: seen.gzip, plain: 0 }, 'every request asked for gzip');
+  assert.ok(seen.gzip >= asked.requests.ok);
+  seen.gzip = 0;
+  const plain = await measure(target, { driver: 'autocannon', mode: 'saturation', connections: 2, procs: 2, duration: 1, timeoutS: 5 });
+  assert.ok(plain.requests.ok > 0);
+  assert.equal(seen.gzip, 0, 'no request asked for gzip');
+});
+
 test('loadtest --app ./app.js: your app, relative to where you are, behind the local stack', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-app-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -18,7 +18,7 @@ const { refusals, startValues } = require('../../loadtest/tune-run');
 const R = require('../../loadtest/tune-report');
 const config = require('../../lib/config');
 const { runCommand } = require('../lib/util');
-const { durationS, latencyUs } = require('../../bin/commands/tune');
+const { durationS, latencyUs, options: tuneOptions, parse: parseTune } = require('../../bin/commands/tune');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -289,6 +289,20 @@ test('the verdict, feasibility first: one that meets the objective in every roun
   assert.deepEqual([v2.wins, v2.loses], [false, false]);
 });
 
+test('a win whose rounds the incumbent partly missed says which rounds the speed figure comes from', () => {
+  const run = (value, meets = true, p99Us = 1000) => ({ value, meets, p99Us });
+  // A confirmation measured here: the poor start met the objective in round 1 only.
+  const start = [run(9942.8), run(10624.7, false), run(11349.7, false)];
+  const best = [run(33275.5), run(31899.3), run(28156.2)];
+  const v = T.verdict(start, best, 'rps', 0.16);
+  assert.equal(v.how, 'faster');
+  assert.equal(R.howText(v, 'rps'),
+    'won all 3 rounds beyond the spread (16.0%): met the objective in the 2 where the other missed it, and req/s ×3.347 (3.347–3.347) in the other 1');
+  // Every round measured on both sides: the figure is over all of them, said plainly.
+  const w = T.verdict([run(100), run(104), run(98)], [run(120), run(125), run(118)], 'rps', 0.05);
+  assert.equal(R.howText(w, 'rps'), 'won all 3 rounds beyond the spread (6.0%): req/s ×1.202 (1.200–1.204)');
+});
+
 test('from values under which nginx resets connections at random, the search fixes that first, then climbs', async () => {
   const o = options();
   // worker_connections 64 is too few for the load: every other run has errors, as
@@ -363,6 +377,20 @@ test('--budget and --p99 read as written; a wrong one is refused', () => {
   assert.throws(() => latencyUs('10'), /--p99 10: not a latency bound/);
 });
 
+test('the gzip level is varied only when the load asks for gzip (--gzip): without it nginx compresses nothing for the load', () => {
+  const plain = tuneOptions(parseTune([]));
+  assert.equal(plain.gzip, false);
+  assert.ok(!plain.vary.includes('tunekit_nginx_gzip_level'), plain.vary.join(','));
+  assert.deepEqual(plain.vary, T.SPACE.map((d) => d.name).filter((n) => n !== 'tunekit_nginx_gzip_level'), 'every other variable still varied');
+  // So the search never starts a stack that differs from another only by the level.
+  assert.ok(!T.grid(POOR, CORES, plain.vary).some((v) => v.tunekit_nginx_gzip_level !== POOR.tunekit_nginx_gzip_level));
+  const gz = tuneOptions(parseTune(['--gzip']));
+  assert.equal(gz.gzip, true);
+  assert.equal(gz.vary, null, 'all variables, the level among them');
+  assert.match(gz.objectiveText, /asking for gzip/);
+  assert.deepEqual(tuneOptions(parseTune(['--gzip', '--vary', 'tunekit_nginx_gzip_level'])).vary, ['tunekit_nginx_gzip_level']);
+});
+
 test('bad input before anything starts: one line, exit 2, nothing written', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
   try {
@@ -374,6 +402,8 @@ test('bad input before anything starts: one line, exit 2, nothing written', asyn
       [['--objective', 'cpu', '--rate', '100', '--paths', CLI], /^tunekit: --paths with --objective cpu: the pacer sends one path/],
       [['--paths', CLI], /^tunekit: --paths .*: "'use" is not a path; each line must start with \//],
       [['--from', path.join(dir, 'missing.yml')], /^tunekit: --from .*missing\.yml: .*; give the path of an existing file/],
+      [['--vary', 'tunekit_nginx_gzip_level'], /^tunekit: --vary tunekit_nginx_gzip_level without --gzip: the load would not ask for compression, .*; add --gzip/],
+      [['--gzip', '--objective', 'cpu', '--rate', '100'], /^tunekit: --gzip with --objective cpu: the pacer sends one fixed request without Accept-Encoding/],
     ];
     for (const [args, want] of cases) {
       const r = await runCommand(process.execPath, [CLI, 'tune', ...args, '--out', out, '--report', dir], { timeoutMs: 60000 });
