@@ -7,7 +7,7 @@
 const { parseCommandLine, outputFile, inputFile } = require('../lib/args');
 const command = require('../lib/command');
 const { UsageError } = require('../lib/errors');
-const { choices } = require('../lib/config');
+const { choices, stackShape } = require('../lib/config');
 const { cores } = require('../loadtest/cpu');
 const { available: wrkAvailable } = require('../loadtest/wrk');
 const { DEFAULT_SCENARIOS } = require('../loadtest/scenarios');
@@ -41,7 +41,7 @@ const COMMON = {
   driver: { type: 'string', value: 'NAME', conv: oneOf(['autocannon', 'wrk']), help: 'load generator for saturation runs' },
   procs: { type: 'string', value: 'N', conv: positiveInt, dflt: String(Math.min(2, cores())), help: 'autocannon generator processes; one saturates near 36k req/s' },
   app: { type: 'string', value: 'PATH', conv: inputFile, help: 'your app behind the local stack, as `tunekit run PATH` takes it (relative to the current directory; default: the example app)' },
-  workers: { type: 'string', value: 'N', conv: positiveInt, dflt: '2', help: 'app cluster workers of the local stack' },
+  workers: { type: 'string', value: 'N', conv: positiveInt, help: 'app cluster workers of the local stack (default: tunekit_app_workers of the --vars files, else 2)' },
   set: { type: 'string', value: 'KEY=VALUE', multiple: true, dflt: [], help: 'override of a tunable, like -e key=value' },
   vars: { type: 'string', value: 'FILE.yml', multiple: true, dflt: [], help: 'YAML vars file, as ansible -e @file' },
   timeout: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'per-request timeout, seconds' },
@@ -132,8 +132,9 @@ function parse(cmd, spec, argv) {
     const given = values[k] !== undefined;
     out[key] = v !== undefined && s.conv && (given || s.conv !== reportFile) ? s.conv(k, v) : v;
   }
-  // The stock baseline proxies to TCP; every other profile defaults to the UDS upstream.
-  if (spec === LOADTEST && !out.upstream) out.upstream = out.profile === 'stock' ? 'tcp' : 'uds';
+  // Without --upstream: the vars files' kind (a `tune` result sets it), else TCP for the
+  // stock baseline and the UDS upstream for every other profile.
+  if (spec === LOADTEST && !out.upstream) out.upstream = stackShape({ profile: out.profile, varsFiles: out.vars || [] }).kind;
   return out;
 }
 

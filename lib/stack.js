@@ -189,10 +189,10 @@ function openToWorkers(dir, vars, u) {
 }
 
 /** The definition's values for a stack: the profile, loopback ports, the caller's sets last. */
-async function stackVars({ upstream, profile, workers, module, set, varsFiles, port, tls }) {
+async function stackVars({ upstream, profile, workers: given, module, set, varsFiles, port, tls }) {
   const profiles = config.choices('tunekit_profile');
   if (!profiles.includes(profile)) throw new config.ConfigError(`profile must be one of ${profiles.join(', ')}, not ${profile}`);
-  const kind = upstream || (profile === 'stock' ? 'tcp' : 'uds');
+  const { kind, workers } = config.stackShape({ upstream, workers: given, profile, varsFiles });
   // Every port the stack listens on, chosen at once: distinct from each other and from a given one.
   const [free, metricsPort, statusPort, tcpPort, freeTls] = await freePorts(5, port ? [port] : []);
   const nginxPort = port || free;
@@ -338,7 +338,7 @@ async function startNginx(procs, files, url, ca) {
  */
 async function startStack(o = {}) {
   const {
-    workers = 2, profile = 'tuned', set = [], varsFiles = [], port = 0, tls = false, tlsKey = 'ec',
+    workers = null, profile = 'tuned', set = [], varsFiles = [], port = 0, tls = false, tlsKey = 'ec',
     env = {}, detached = false, beforeStart = null, nginxUser = null, appProgram = null,
   } = o;
   const { hostVars, kind, nginxPort, tlsPort } = await stackVars({ ...o, workers, profile, set, varsFiles, port, tls });

@@ -6,6 +6,7 @@
 // send), so the two p99s can be compared in one report.
 
 const { measure } = require('./measure');
+const { stackShape } = require('../lib/config');
 const { nginxTarget, remoteTarget, loadStack, probeTarget, PROBE_TIMEOUT_S } = require('./targets');
 
 async function runLoadtest(o) {
@@ -19,7 +20,8 @@ async function runLoadtest(o) {
       await probeTarget(target, Math.min(PROBE_TIMEOUT_S, o.timeoutS));
     } else {
       const { startStack } = loadStack();
-      progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${o.workers} workers${o.https ? ', HTTPS' : ''})`);
+      const shape = stackShape({ upstream: o.upstream, workers: o.workers, profile: o.profile, varsFiles: o.varsFiles });
+      progress.note(`loadtest: starting the local stack (${o.profile}, upstream ${o.upstream}, ${shape.workers} workers${o.https ? ', HTTPS' : ''})`);
       stack = await startStack({ upstream: o.upstream, profile: o.profile, workers: o.workers, module: o.app || null, set: o.set, varsFiles: o.varsFiles, port: 0, tls: Boolean(o.https) });
       target = nginxTarget(o.http2 ? `${o.upstream}-h2` : o.https ? `${o.upstream}-https` : o.upstream, stack, `nginx (${o.profile}${o.https ? ', HTTPS' : ''}) → ${stack.appListen}`);
     }

@@ -24,7 +24,7 @@ function changesOf(tune, key) {
 const stepName = (s) => (s.phase ? `${s.step} (${s.phase})` : String(s.step));
 
 // The comment above one value of the vars file: what was measured for it.
-function valueComment(tune, key) {
+function valueComment(tune, key, options = {}) {
   if (key === 'tunekit_upstream_kind') return ['# follows tunekit_app_strategy below: per-worker has one socket per worker; the other strategies keep the start\'s kind'];
   const changed = changesOf(tune, key);
   const tried = tune.steps.filter((s) => s.variable === key).flatMap((s) => s.challengers.map((c) => c.value));
@@ -34,6 +34,11 @@ function valueComment(tune, key) {
       const v = c.verdict;
       return `# step ${stepName(s)}: ${s.incumbent} -> ${s.kept}: ${howText(v, tune.objective)}`;
     });
+  }
+  if (!tried.length && options.vary && !options.vary.includes(key)) {
+    return [key === 'tunekit_nginx_gzip_level' && !options.gzip
+      ? '# as the start values: not varied: the load asked for no compression, so the level could not matter (tune --gzip varies it)'
+      : '# as the start values: not varied (not in --vary)'];
   }
   if (!tried.length) return ['# as the start values: not varied in this run (no budget left for it, or it does not apply)'];
   return [`# as the start values: tried ${[...new Set(tried)].join(', ')}; none won every round beyond the spread` +
@@ -81,7 +86,7 @@ function varsText(doc) {
     'or ansible-playbook -i INVENTORY tunekit.stack.site -e @THIS_FILE', '');
   const body = [];
   for (const key of T.KEYS) {
-    body.push(...valueComment(t, key), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());
+    body.push(...valueComment(t, key, doc.options), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());
   }
   return `${head.join('\n')}\n${body.join('\n')}\n`;
 }

@@ -355,6 +355,19 @@ function choices(key) {
   return alt.values;
 }
 
+/**
+ * The app workers and upstream kind of a stack: the caller's (--workers, --upstream, a
+ * bench scenario's), else the vars files' (a `tune` result sets both, and `bench --vars
+ * tune.yml` must measure what it says), else 2 workers on a Unix socket (TCP for stock).
+ */
+function stackShape({ upstream = null, workers = null, profile = 'tuned', varsFiles = [] }) {
+  const fromFiles = Object.assign({}, ...varsFiles.map((f) => readYamlFile(f)));
+  return {
+    kind: upstream || fromFiles.tunekit_upstream_kind || (profile === 'stock' ? 'tcp' : 'uds'),
+    workers: workers ?? fromFiles.tunekit_app_workers ?? 2,
+  };
+}
+
 module.exports = {
   ConfigError,
   choices,
@@ -363,6 +376,7 @@ module.exports = {
   defaultFiles,
   loadDefaults,
   readYamlFile,
+  stackShape,
   parseSet,
   resolve,
   checkFlagTypes,

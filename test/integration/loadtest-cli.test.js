@@ -260,6 +260,26 @@ test('a load that asks for gzip (tunekit tune --gzip) sends Accept-Encoding on e
   assert.equal(seen.gzip, 0, 'no request asked for gzip');
 });
 
+test('loadtest --vars FILE runs the app workers and upstream the file names (a tune result), unless --workers says otherwise', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-vars-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const vars = path.join(dir, 'tune.yml');
+  fs.writeFileSync(vars, 'tunekit_app_workers: 1\ntunekit_upstream_kind: tcp\n');
+  const run = async (extra) => {
+    const json = path.join(dir, `out-${extra.length}.json`);
+    const r = await runCommand(process.execPath, [CLI, 'loadtest', '--vars', vars, ...extra, '--duration', '1', '--connections', '4', '--json', json, '--no-progress'],
+      { cwd: dir, timeoutMs: 180000 });
+    assert.equal(r.code, 0, `exit ${r.code}\n${r.stderr}`);
+    return JSON.parse(fs.readFileSync(json, 'utf8')).results[0];
+  };
+  const fromFile = await run([]);
+  assert.equal(fromFile.workers.expected, 1, 'the file\'s one app worker, not the stack\'s default 2');
+  assert.match(fromFile.scenario, /^tcp/, `the file's upstream kind: ${fromFile.scenario}`);
+  const given = await run(['--workers', '2', '--upstream', 'uds']);
+  assert.equal(given.workers.expected, 2, '--workers wins over the file');
+  assert.match(given.scenario, /^uds/);
+});
+
 test('loadtest --app ./app.js: your app, relative to where you are, behind the local stack', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-app-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -391,6 +391,15 @@ test('the gzip level is varied only when the load asks for gzip (--gzip): withou
   assert.deepEqual(tuneOptions(parseTune(['--gzip', '--vary', 'tunekit_nginx_gzip_level'])).vary, ['tunekit_nginx_gzip_level']);
 });
 
+test('the vars file says why the gzip level was not varied, and how to vary it', async () => {
+  const o = options({ vary: tuneOptions(parseTune([])).vary, gzip: false });
+  const t = await T.tune(o, fakeIo({}, o));
+  const lines = R.varsText(docOf(t, o)).split('\n');
+  const at = lines.findIndex((l) => l.startsWith('tunekit_nginx_gzip_level:'));
+  assert.equal(lines[at - 1], '# as the start values: not varied: the load asked for no compression, so the level could not matter (tune --gzip varies it)');
+  assert.ok(!t.steps.some((st) => st.variable === 'tunekit_nginx_gzip_level'), 'no step over it');
+});
+
 test('bad input before anything starts: one line, exit 2, nothing written', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-tune-'));
   try {
