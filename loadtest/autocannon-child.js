@@ -133,4 +133,4 @@ if (require.main === module) {
   process.on('disconnect', () => process.exit(2));
 }
 
-module.exports = { countPids, headerObject, STALL_S };
+module.exports = { countPids, STALL_S };

@@ -17,8 +17,6 @@ const { roundOrder, spread } = require('./stats');
 const { cores } = require('./cpu');
 const { createProgress } = require('./progress');
 
-const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
-
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
                                   [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--gzip] [--json FILE]
 Every rules-passing combination of the tuner's ladders, measured once at saturation
@@ -47,15 +45,13 @@ function options(argv) {
     return x;
   };
   const c = cores();
-  // As `tunekit tune`: the gzip level is varied only for a load that asks for gzip.
-  const vary = v.vary ? v.vary.split(',').map((x) => x.trim()) : null;
-  if (vary && vary.includes(GZIP_LEVEL) && !v.gzip) throw new Error(`--vary ${GZIP_LEVEL} needs --gzip: without it the load asks for no compression and the level cannot matter`);
   return {
     objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
     limit: v.limit === undefined ? Infinity : n('limit'), json: v.json || null, from: v.from || null,
     also: v.also ? v.also.split(',').map((x) => x.trim()).filter(Boolean) : [],
     compare: v.compare || null,
-    vary: v.gzip ? vary : (vary || T.SPACE.map((d) => d.name)).filter((n) => n !== GZIP_LEVEL), gzip: Boolean(v.gzip),
+    // As `tunekit tune`: the gzip level is varied only for a load that asks for gzip.
+    vary: T.variedFor(v.vary ? v.vary.split(',').map((x) => x.trim()) : null, v.gzip), gzip: Boolean(v.gzip),
     cores: c, procs: Math.min(2, c), paths: null,
   };
 }

@@ -36,7 +36,7 @@ function valueComment(tune, key, options = {}) {
     });
   }
   if (!tried.length && options.vary && !options.vary.includes(key)) {
-    return [key === 'tunekit_nginx_gzip_level' && !options.gzip
+    return [key === T.GZIP_LEVEL && !options.gzip
       ? '# as the start values: not varied: the load asked for no compression, so the level could not matter (tune --gzip varies it)'
       : '# as the start values: not varied (not in --vary)'];
   }

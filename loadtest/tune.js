@@ -41,6 +41,7 @@
 //      names to vary; null: all) }
 
 const { spread, roundOrder } = require('./stats');
+const { UsageError } = require('../lib/errors');
 
 // A challenger must beat the incumbent by at least this much in every round, however
 // steady both were: a 2-core machine shared with anything moves a few percent.
@@ -49,6 +50,8 @@ const MIN_MARGIN = 0.03;
 // The variables the search varies, in the order it tries them (nginx's connections
 // first, see there; then the app's side: the workers decide how the cores are split
 // between nginx and Node), each with the ladder of values it steps along. `keys` are the definition's variables one value sets.
+const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
+
 const SPACE = [
   {
     // First: while nginx runs out of connections it resets clients' connections
@@ -96,9 +99,9 @@ const SPACE = [
   },
   {
     // Only where gzip is on (tunekit_nginx_gzip); it matters only for responses at
-    // least tunekit_nginx_gzip_min_length long to clients that ask for gzip: the
-    // command varies it only with --gzip, when the load asks for it.
-    name: 'tunekit_nginx_gzip_level',
+    // least tunekit_nginx_gzip_min_length long to clients that ask for gzip: varied
+    // only with --gzip, when the load asks for it (variedFor).
+    name: GZIP_LEVEL,
     ladder: () => [1, 2, 4, 6, 9],
     patch: (v) => ({ tunekit_nginx_gzip_level: v }),
     read: (s) => s.tunekit_nginx_gzip_level,
@@ -600,7 +603,19 @@ function grid(start, cores, vary = null) {
   return [...new Map(points.map((p) => [idOf(p), p])).values()];
 }
 
+/**
+ * The variables a search varies: --vary's (null: all of SPACE), without the gzip level
+ * unless the load asks for gzip (--gzip): without it nginx compresses nothing for the
+ * load, so a step over the level would measure noise only. Used by `tune` and the grid.
+ */
+function variedFor(vary, gzip) {
+  if (vary && vary.includes(GZIP_LEVEL) && !gzip) {
+    throw new UsageError(`--vary ${GZIP_LEVEL} without --gzip: the load would not ask for compression, so nginx compresses nothing and the level cannot matter; add --gzip`);
+  }
+  return gzip ? vary : (vary || SPACE.map((d) => d.name)).filter((n) => n !== GZIP_LEVEL);
+}
+
 module.exports = {
-  grid, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
+  grid, variedFor, GZIP_LEVEL, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
   idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune,
 };

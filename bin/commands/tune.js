@@ -11,10 +11,9 @@ const { UsageError } = require('../../lib/errors');
 const command = require('../../lib/command');
 const { outputFile, inputFile, isDirectory } = require('../../lib/args');
 const { requirePackages } = require('./loadtest');
-const { SPACE } = require('../../loadtest/tune');
+const { SPACE, variedFor } = require('../../loadtest/tune');
 
 const SPACE_NAMES = SPACE.map((d) => d.name);
-const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
 
 const COMMAND = {
   name: 'tune',
@@ -99,10 +98,7 @@ function options(v) {
   const mix = v.paths !== undefined ? 'paths' : v['access-log'] !== undefined ? 'access-log' : null;
   if (mix && objective === 'cpu') throw new UsageError(`--${mix} with --objective cpu: the pacer sends one path; use --objective rps for a request mix`);
   if (v.gzip && objective === 'cpu') throw new UsageError('--gzip with --objective cpu: the pacer sends one fixed request without Accept-Encoding; use --objective rps to measure gzip');
-  const vary = v.vary === undefined ? null : varyList(v.vary);
-  if (vary && vary.includes(GZIP_LEVEL) && !v.gzip) {
-    throw new UsageError(`--vary ${GZIP_LEVEL} without --gzip: the load would not ask for compression, so nginx compresses nothing and the level cannot matter; add --gzip`);
-  }
+  const vary = variedFor(v.vary === undefined ? null : varyList(v.vary), v.gzip);
   if (!isDirectory(v.report)) throw new UsageError(`--report ${v.report}: not a directory; create it first or choose another`);
   const o = {
     app: v.app === undefined ? null : path.resolve(inputFile('app', v.app)),
@@ -119,8 +115,7 @@ function options(v) {
     out: outputFile('out', v.out),
     report: v.report,
     mix,
-    // Without --gzip the level is left out: a step over it would measure noise only.
-    vary: v.gzip ? vary : (vary || SPACE_NAMES).filter((n) => n !== GZIP_LEVEL),
+    vary,
     gzip: Boolean(v.gzip),
   };
   o.minRounds = 2;
