@@ -47,11 +47,11 @@ const { UsageError } = require('../lib/errors');
 // steady both were: a 2-core machine shared with anything moves a few percent.
 const MIN_MARGIN = 0.03;
 
+const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
+
 // The variables the search varies, in the order it tries them (nginx's connections
 // first, see there; then the app's side: the workers decide how the cores are split
 // between nginx and Node), each with the ladder of values it steps along. `keys` are the definition's variables one value sets.
-const GZIP_LEVEL = 'tunekit_nginx_gzip_level';
-
 const SPACE = [
   {
     // First: while nginx runs out of connections it resets clients' connections
