@@ -56,6 +56,23 @@ function stoppedOf(pids) {
   });
 }
 
+// A Node cluster primary (PM2's daemon among them) binds a worker's socket path by the
+// shorter of the absolute path and the one relative to its own cwd, so from cwd /tmp
+// `ss` lists /tmp/s/app.sock as "s/app.sock" (measured, Node 20). Such a name is
+// resolved against the cwd of the process that holds it; abstract (@) and unnamed (*)
+// ones are left as they are.
+function absoluteSocketName(name, pids) {
+  if (name.startsWith('/') || name.startsWith('@') || name === '*') return name;
+  for (const pid of pids) {
+    try {
+      return path.resolve(fs.readlinkSync(`/proc/${pid}/cwd`), name);
+    } catch {
+      // gone, or not ours to read: the next holder
+    }
+  }
+  return name;
+}
+
 /**
  * Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }];
  * a unix one also has `ino`, the inode of the file it was bound to (ss -e), which
@@ -75,7 +92,7 @@ function listeners() {
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
         const ino = / ino:(\d+) dev:/.exec(line);
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: f[4], pids, ino: ino ? Number(ino[1]) : null });
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: absoluteSocketName(f[4], pids), pids, ino: ino ? Number(ino[1]) : null });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), queued: Number(f[1]), local: f[3], pids });
       }

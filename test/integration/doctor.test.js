@@ -69,3 +69,32 @@ test('doctor names what it read and what it skipped, with check ids; a missing e
     assert.equal(bad.stderr, `tunekit: ${flag} ${file}: no such file; pass the path of the live file\n`);
   }
 });
+
+test('a socket a Node cluster primary bound relative to its cwd (as PM2\'s daemon does) is listed by its absolute path', async (t) => {
+  const { listeners } = require('../../lib/doctor');
+  const os = require('node:os');
+  const { spawn } = require('node:child_process');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-relsock-'));
+  const sock = path.join(dir, 's', 'app.sock');
+  fs.mkdirSync(path.dirname(sock));
+  // The primary's cwd is the socket's grandparent, so "s/app.sock" is the shorter name
+  // and the one Node's cluster binds.
+  const script = [
+    "const cluster = require('node:cluster');",
+    "if (cluster.isPrimary) { cluster.fork().on('listening', () => console.log('listening')); }",
+    `else require('node:net').createServer().listen(${JSON.stringify(sock)});`,
+  ].join('\n');
+  fs.writeFileSync(path.join(dir, 'cluster.js'), script);
+  const child = spawn(process.execPath, ['cluster.js'], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => {
+    if (child.exitCode === null) process.kill(child.pid, 'SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  await new Promise((resolve, reject) => {
+    child.stdout.on('data', (b) => { if (String(b).includes('listening')) resolve(); });
+    child.on('exit', (code) => reject(new Error(`the cluster exited (${code}) before it listened`)));
+  });
+  const found = listeners().find((l) => l.kind === 'unix' && l.pids.includes(child.pid));
+  assert.ok(found, 'the primary holds a listening unix socket');
+  assert.equal(found.local, sock);
+});
