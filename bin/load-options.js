@@ -76,6 +76,7 @@ const BENCH = {
   'cpu-rate': { type: 'string', value: 'R', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', value: 'S', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },
   warmup: { type: 'string', value: 'S', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
+  try: { type: 'string', value: 'FILE.yml', conv: inputFile, help: 'a vars file (tune\'s recommendation) measured in the same rounds as the kit\'s values: adds the scenario try, and try/uds per round' },
   https: { type: 'boolean', help: 'the TLS bench: plain vs tls-stock vs tls-tuned, new/returning/keep-alive clients, gzip (reports bench-tls.*)' },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
@@ -103,6 +104,7 @@ const ABOUT = {
     examples: [
       'tunekit bench --rounds 3 --duration 8',
       'tunekit bench --app ./app.js --scenarios stock,uds --rounds 2',
+      'tunekit bench --scenarios uds --try tune.yml --rounds 3',
     ],
   },
 };

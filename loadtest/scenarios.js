@@ -84,8 +84,17 @@ const SCENARIOS = {
     on: (driver) => (driver === 'wrk' ? 'tcp' : 'uds'),
     target: async (name, stack, describe) => ({ target: directTarget(name, stack, describe) }),
   },
+  // A vars file measured side by side with the kit's values (`bench --try FILE`):
+  // `tunekit tune`'s recommendation, say. Its upstream kind and app workers are the
+  // file's (lib/config stackShape), else as uds; its values go over --vars and under
+  // --set, as a later -e @file would. Only with --try: not in the default list.
+  try: {
+    describe: 'the kit\'s values with the --try vars file over them (its upstream kind and app workers, else as uds)',
+    stack: { profile: 'tuned', withTry: true },
+    versus: ['uds'],
+  },
 };
-const DEFAULT_SCENARIOS = Object.keys(SCENARIOS);
+const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((name) => !(SCENARIOS[name].stack || {}).withTry);
 // The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
   .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b, (s.targets || {})[b] || null]));
@@ -180,9 +189,15 @@ function meterUrl(name, stack) {
   return SCENARIOS[name].stack && stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
 }
 
+// What the try scenario ran, as the report names it: the file, and the stack's shape it gave.
+function tryDescribe(file, vars) {
+  const n = vars.tunekit_app_workers;
+  return `the kit's values with ${file} over them: ${vars.tunekit_upstream_kind} upstream, ${n} app worker${n === 1 ? '' : 's'}`;
+}
+
 // Run the whole bench. `o`: { scenarios, rounds, duration, connections,
 // driver, procs, cpuRate, cpuDuration, warmup, workers, set, varsFiles,
-// timeoutS, progress }.
+// try (the vars file of the try scenario), timeoutS, progress }.
 async function runBench(o) {
   const progress = o.progress;
   const { startStack } = loadStack();
@@ -191,17 +206,19 @@ async function runBench(o) {
   const results = [];
   try {
     for (const name of stacksFor(o.scenarios, o.driver)) {
-      const { stack } = SCENARIOS[name];
-      progress.note(`bench: starting the ${name} stack (${stack.profile}, ${stack.upstream})`);
+      const { withTry, ...stack } = SCENARIOS[name].stack;
+      progress.note(`bench: starting the ${name} stack (${stack.profile}, ${withTry ? `the values of ${o.try}` : stack.upstream})`);
       const set = [...(stack.set || []), ...o.set];
-      const started = await startStack({ ...stack, workers: o.workers, module: o.app || null, set, varsFiles: o.varsFiles, port: 0 });
+      const varsFiles = withTry ? [...o.varsFiles, o.try] : o.varsFiles;
+      const started = await startStack({ ...stack, workers: o.workers, module: o.app || null, set, varsFiles, port: 0 });
       cleanups.push(() => started.stop());
       stacks[name] = started;
     }
     const targets = {};
     for (const name of o.scenarios) {
-      const { describe, target } = SCENARIOS[name];
+      const { target } = SCENARIOS[name];
       const stack = stacks[stackOf(name, o.driver)];
+      const describe = name === 'try' ? tryDescribe(o.try, stack.vars) : SCENARIOS[name].describe;
       if (!target) {
         targets[name] = nginxTarget(name, stack, describe);
         continue;

@@ -67,6 +67,16 @@ function howText(v, objective) {
   return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): ${gainText(objective, v.gain)}`;
 }
 
+/**
+ * The bench that measures a recommendation against the kit's values in the same
+ * interleaved rounds (its try/uds ratio): the app and start values of the run, and
+ * its paced rate when the objective was CPU per request.
+ */
+function checkCommand(o) {
+  return ['tunekit bench --scenarios uds', o.app ? `--app ${o.app}` : '', o.from ? `--vars ${o.from}` : '',
+    '--try THIS_FILE --rounds 3', o.objective === 'cpu' ? `--cpu-rate ${o.rate}` : ''].filter(Boolean).join(' ');
+}
+
 /** The vars file: every value the search varies, each with its evidence. */
 function varsText(doc) {
   const t = doc.tune;
@@ -82,8 +92,10 @@ function varsText(doc) {
   } else {
     head.push('# Keep what you have: these are the start values.', `# Why: ${c.why}.`);
   }
-  head.push(`# Use: tunekit render --out DIR${doc.options.from ? ` --vars ${doc.options.from}` : ''} --vars THIS_FILE, ` +
-    'or ansible-playbook -i INVENTORY tunekit.stack.site -e @THIS_FILE', '');
+  const from = doc.options.from ? ` --vars ${doc.options.from}` : '';
+  head.push(`# Use: tunekit render --out DIR${from} --vars THIS_FILE, or ansible-playbook -i INVENTORY tunekit.stack.site -e @THIS_FILE`);
+  if (t.recommend) head.push(`# Check it: ${checkCommand(doc.options)}`);
+  head.push('');
   const body = [];
   for (const key of T.KEYS) {
     body.push(...valueComment(t, key, doc.options), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());

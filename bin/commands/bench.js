@@ -22,12 +22,12 @@ async function main(argv) {
   if (command.printedHelp(COMMAND, o)) return 0;
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
-  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
     throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
   }
-  // Refuse a wrong-typed --set/--vars value before anything starts.
-  require('../../lib/config').resolve({ varsFiles: o.vars, set: o.set, check: false });
+  // Refuse a wrong-typed --set/--vars/--try value before anything starts.
+  require('../../lib/config').resolve({ varsFiles: o.try ? [...o.vars, o.try] : o.vars, set: o.set, check: false });
   const { createProgress } = require('../../loadtest/progress');
   o.progress = createProgress({ enabled: !o.noProgress });
   o.varsFiles = o.vars;
@@ -39,6 +39,9 @@ async function main(argv) {
   o.scenarios = o.scenarios.split(',').map((s) => s.trim()).filter(Boolean);
   const unknown = o.scenarios.filter((s) => !SCENARIOS[s]);
   if (unknown.length) throw new UsageError(`unknown scenario ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  // --try adds its scenario; the scenario without a file has nothing to measure.
+  if (o.try && !o.scenarios.includes('try')) o.scenarios.push('try');
+  if (!o.try && o.scenarios.includes('try')) throw new UsageError('the scenario try measures a vars file: add --try FILE.yml (tune\'s recommendation, say)');
   const started = Date.now();
   const { results, summary, ratios } = await runBench(o);
   const doc = report.document('bench', {
@@ -46,6 +49,7 @@ async function main(argv) {
     options: {
       scenarios: o.scenarios, rounds: o.rounds, duration: o.duration, connections: o.connections, driver: o.driver,
       procs: o.procs, cpuRate: o.cpuRate, cpuDuration: o.cpuDuration, warmup: o.warmup, workers: o.workers,
+      ...(o.try && { try: o.try }),
       wallSeconds: Math.round((Date.now() - started) / 1000),
     },
     results,

@@ -13,6 +13,7 @@ const { spawn } = require('node:child_process');
 const { alive } = require('../../lib/proc');
 const { startStack } = require('../../lib/stack');
 const { BARE_PROGRAM } = require('../../loadtest/scenarios');
+const { runCommand } = require('../lib/util');
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -102,6 +103,42 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
   const pids = new Set(doc.results.flatMap((x) => [...x.server.pids.nginx, ...x.server.pids.app]));
   assert.ok(pids.size >= 10);
   assert.deepEqual([...pids].filter(alive), [], 'no process left running');
+});
+
+test('bench --try FILE: the file\'s values (a tune result) in the same rounds as the kit\'s, try/uds per round; refused without a file', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-try-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const vars = path.join(dir, 'tune.yml');
+  fs.writeFileSync(vars, 'tunekit_app_workers: 1\ntunekit_upstream_kind: tcp\n');
+  const json = path.join(dir, 'bench.json');
+  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  const r = await bench(['--scenarios', 'uds', '--try', vars, '--duration', '1', '--rounds', '2', '--connections', '8', '--driver', 'autocannon',
+    '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json, '--md', path.join(dir, 'b.md'), '--html', path.join(dir, 'b.html')]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.deepEqual(doc.summary.map((s) => s.scenario), ['uds', 'try'], '--try adds its scenario to the list');
+  assert.equal(doc.options.try, vars);
+  const tried = doc.summary.find((s) => s.scenario === 'try');
+  assert.equal(tried.describe, `the kit's values with ${vars} over them: tcp upstream, 1 app worker`);
+  for (const x of doc.results) {
+    assert.equal(x.requests.errors + x.requests.timeouts + x.requests.non2xx, 0, `${x.scenario} r${x.round}: every request answered`);
+    assert.equal(x.workers.expected, x.scenario === 'try' ? 1 : 2, `${x.scenario}: the file's one app worker on try only`);
+  }
+  const order = (round) => doc.results.filter((x) => x.round === round).map((x) => x.scenario);
+  assert.notDeepEqual(order(1), order(2), 'interleaved, the order alternated per round');
+  assert.deepEqual(doc.ratios.map((x) => x.name), ['try/uds']);
+  assert.equal(doc.ratios[0].reqPerSec.n, 2, 'one ratio per round');
+  assert.match(r.stdout, /^try\/uds req\/s \S+ \(\S+\): /m);
+
+  const alone = await bench(['--scenarios', 'uds,try']);
+  assert.equal(alone.code, 2);
+  assert.equal(alone.stderr, 'tunekit: the scenario try measures a vars file: add --try FILE.yml (tune\'s recommendation, say)\n');
+  const missing = await bench(['--try', path.join(dir, 'nope.yml')]);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /^tunekit: --try \S+nope\.yml: .*give the path of an existing file\n$/);
+  const tls = await bench(['--https', '--try', vars]);
+  assert.equal(tls.code, 2);
+  assert.equal(tls.stderr, 'tunekit: bench --https runs its own fronts and clients; drop --try\n');
 });
 
 test('the bare cluster: the example app through the tuned nginx on its socket, stopped by pid, socket removed', async (t) => {

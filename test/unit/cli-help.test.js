@@ -17,9 +17,10 @@ const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
 const COMMANDS = fs.readdirSync(path.join(ROOT, 'bin/commands')).filter((f) => f.endsWith('.js')).map((f) => f.slice(0, -3));
 
-// The examples name ./app.js as a user's app: parse them where one exists.
+// The examples name ./app.js as a user's app and tune.yml as tune's result: parse them where both exist.
 const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'tk-help-'));
 fs.writeFileSync(path.join(cwd, 'app.js'), "module.exports = (req, res) => res.end('ok');\n");
+fs.writeFileSync(path.join(cwd, 'tune.yml'), 'tunekit_app_workers: 1\n');
 process.chdir(cwd);
 test.after(() => {
   process.chdir(ROOT);

@@ -11,7 +11,7 @@ const { targetLines } = require('../../loadtest/table');
 const { BENCH } = require('../../bin/load-options');
 
 test('the default bench compares metrics on and off, and the runner with a bare cluster, in the same rounds', () => {
-  assert.deepEqual(DEFAULT_SCENARIOS, Object.keys(SCENARIOS));
+  assert.deepEqual(DEFAULT_SCENARIOS, Object.keys(SCENARIOS).filter((n) => n !== 'try'), 'every scenario but try (it needs --try FILE)');
   for (const name of ['uds', 'metrics-off', 'bare']) assert.ok(DEFAULT_SCENARIOS.includes(name), name);
   assert.equal(BENCH.scenarios.dflt, DEFAULT_SCENARIOS.join(','), '`npm run bench` runs the default list');
 });
@@ -30,6 +30,12 @@ test('bare and metrics-off: the uds stack without the meter, bare without the ru
   // Each gets a stack of its own, started once, whatever the driver.
   assert.deepEqual(stacksFor(['uds', 'metrics-off', 'bare', 'direct'], 'wrk'), ['uds', 'metrics-off', 'bare', 'tcp']);
   assert.deepEqual(stacksFor(['uds', 'bare', 'direct'], 'autocannon'), ['uds', 'bare']);
+});
+
+test('try: a stack of its own whose shape the --try file gives, compared with uds', () => {
+  assert.deepEqual(SCENARIOS.try.stack, { profile: 'tuned', withTry: true }, 'no upstream or workers of its own: the file\'s');
+  assert.deepEqual(stacksFor(['uds', 'try'], 'wrk'), ['uds', 'try']);
+  assert.deepEqual(RATIOS.filter(([a]) => a === 'try').map(([a, b]) => `${a}/${b}`), ['try/uds']);
 });
 
 test('the cost ratios read uds over the stack without: req/s >= 0.97, CPU per request <= 1.03', () => {

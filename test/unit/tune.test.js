@@ -129,6 +129,7 @@ test('no real difference anywhere: the answer is "keep what you have", and the v
   const doc = docOf(t, o);
   assert.match(R.verdictLines(doc)[0], /^Keep what you have: /);
   assert.match(R.varsText(doc), /^# Keep what you have: these are the start values\.$/m);
+  assert.doesNotMatch(R.varsText(doc), /# Check it/, 'nothing to check when nothing changes');
 });
 
 test('a winner of the search that does not beat the start values in every confirmation round is not recommended', async () => {
@@ -322,11 +323,11 @@ test('from values under which nginx resets connections at random, the search fix
   assert.ok(trueRps(t.recommended) >= 0.95 * 20000, `the recommendation serves ${trueRps(t.recommended)} of the best 20000`);
 });
 
-function docOf(t, o) {
+function docOf(t, o, from = null) {
   return {
     command: 'tunekit tune --budget 10m', createdAt: '2026-11-27T00:00:00.000Z',
     host: { hostname: 'h', cores: CORES, nginx: '1.22.1', node: process.versions.node },
-    options: { ...o, objectiveText: 'most req/s', from: null }, tune: t,
+    options: { ...o, objectiveText: 'most req/s', from }, tune: t,
   };
 }
 
@@ -335,6 +336,9 @@ test('the vars file: a comment with the evidence above each value; the resolver 
   const t = await T.tune(o, fakeIo({}, o));
   const text = R.varsText(docOf(t, o));
   assert.match(text, /^# Recommended: against the start values, won all 3 rounds beyond the spread \(\d+\.\d%\): req\/s ×/m);
+  assert.match(text, /^# Check it: tunekit bench --scenarios uds --try THIS_FILE --rounds 3$/m, 'the bench that measures it beside the kit\'s values');
+  const fromCpu = R.varsText(docOf(t, { ...o, objective: 'cpu', rate: 3000, app: 'app.js' }, 'poor.yml'));
+  assert.match(fromCpu, /^# Check it: tunekit bench --scenarios uds --app app\.js --vars poor\.yml --try THIS_FILE --rounds 3 --cpu-rate 3000$/m);
   for (const key of T.KEYS) {
     const line = text.split('\n').findIndex((l) => l.startsWith(`${key}:`));
     assert.ok(line > 0 && text.split('\n')[line - 1].startsWith('# '), `${key} has its comment`);
