@@ -97,7 +97,11 @@ function run(opts) {
       kinds,
       byPid,
       stalled,
-    }, () => process.exit(0));
+    }, (sendErr) => {
+      // A result the parent never got is a failed run, said as such, not a clean exit.
+      if (sendErr) process.stderr.write(`autocannon generator ${process.pid}: its result could not be sent: ${sendErr.message}\n`);
+      process.exit(sendErr ? 3 : 0);
+    });
   });
 
   instance.on('response', (client, statusCode, resBytes, responseTime) => {

@@ -33,7 +33,9 @@ function runChild(opts, onTick, ca = null) {
       else if (m.type === 'result') result = m;
       else if (m.type === 'error') result = new Error(`autocannon: ${m.message}`);
     });
-    child.on('exit', (code, signal) => {
+    // 'close', not 'exit': it comes once the IPC channel is closed too, after every
+    // message the generator sent (its result is the last).
+    child.on('close', (code, signal) => {
       clearTimeout(guard);
       if (result instanceof Error) reject(result);
       else if (result) resolve(result);

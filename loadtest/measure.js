@@ -50,7 +50,7 @@ async function drive(target, o) {
   }
   if (o.driver === 'wrk') {
     if (target.socketPath) throw new UsageError(`wrk cannot connect to a Unix socket (${target.socketPath}); use --driver autocannon for this target`);
-    return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores(), headers: o.headers });
+    return runWrk({ ...common, url: target.url, threads: o.threads || cpu.cores(), headers: o.headers, paths: o.paths || null });
   }
   // A compressed body hides the example app's "pid":N, so who answered is not counted
   // when the load asks for compression.

@@ -15,7 +15,9 @@ function runTool(bin, args, timeoutMs) {
     child.stderr.on('data', (d) => { err += d; });
     const guard = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('error', reject);
-    child.on('exit', (code, signal) => {
+    // 'close', not 'exit': the process can end before its last output is read
+    // ('close' waits for stdout and stderr to end; wrk's result line is the last).
+    child.on('close', (code, signal) => {
       clearTimeout(guard);
       if (code === 0) resolve(out);
       else reject(new Error(`${name} ${args.join(' ')} failed (${signal || `exit ${code}`}): ${err.trim() || out.trim()}`));

@@ -15,10 +15,12 @@ const T = require('./tune');
 const { realIo, startValues, refusals } = require('./tune-run');
 const { roundOrder, spread } = require('./stats');
 const { cores } = require('./cpu');
+const wrk = require('./wrk');
 const { createProgress } = require('./progress');
 
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
-                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--gzip] [--json FILE]
+                                  [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--gzip]
+                                  [--driver wrk|autocannon] [--json FILE]
 Every rules-passing combination of the tuner's ladders, measured once at saturation
 (req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
 --also adds the values of vars files (e.g. tune's recommendations) to those rounds, so
@@ -26,7 +28,8 @@ each is measured side by side with the grid's best. --compare GRID.json takes th
 best from an earlier run's JSON instead of measuring the grid again, and measures it
 beside the --also files. --limit N measures only the first N combinations (a quick check
 of the script). --gzip: the load asks for gzip and the gzip level is varied (as tune
---gzip). Each line names the values that differ from --from (or the kit's defaults).`;
+--gzip). --driver: the load generator, as tune's (default wrk where installed). Each line
+names the values that differ from --from (or the kit's defaults).`;
 
 function options(argv) {
   const { values: v } = parseArgs({
@@ -35,6 +38,7 @@ function options(argv) {
       vary: { type: 'string' }, from: { type: 'string' }, duration: { type: 'string', default: '5' },
       connections: { type: 'string', default: '50' }, top: { type: 'string', default: '5' }, rounds: { type: 'string', default: '3' },
       limit: { type: 'string' }, also: { type: 'string' }, compare: { type: 'string' }, json: { type: 'string' }, gzip: { type: 'boolean' },
+      driver: { type: 'string', default: wrk.available() ? 'wrk' : 'autocannon' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -44,6 +48,7 @@ function options(argv) {
     if (!Number.isInteger(x) || x < 1) throw new Error(`--${name} must be a whole number >= 1 (got "${v[name]}")`);
     return x;
   };
+  if (!['wrk', 'autocannon'].includes(v.driver)) throw new Error(`--driver must be wrk or autocannon (got "${v.driver}")`);
   const c = cores();
   return {
     objective: 'rps', p99Us: null, durationS: n('duration'), connections: n('connections'), top: n('top'), rounds: n('rounds'),
@@ -52,7 +57,7 @@ function options(argv) {
     compare: v.compare || null,
     // As `tunekit tune`: the gzip level is varied only for a load that asks for gzip.
     vary: T.variedFor(v.vary ? v.vary.split(',').map((x) => x.trim()) : null, v.gzip), gzip: Boolean(v.gzip),
-    cores: c, procs: Math.min(2, c), paths: null,
+    cores: c, procs: Math.min(2, c), paths: null, driver: v.driver,
   };
 }
 

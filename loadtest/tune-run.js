@@ -1,7 +1,7 @@
 'use strict';
 // The real side of `tunekit tune`: the search of tune.js run against local stacks
 // (lib/stack.js, one per candidate, on loopback), measured by the harness
-// (measure.js: autocannon at saturation, or the pacer at a fixed rate), every
+// (measure.js: wrk or autocannon at saturation, or the pacer at a fixed rate), every
 // candidate checked by the kit's own rules first; then the vars file and the
 // report document.
 
@@ -90,7 +90,7 @@ function realIo(o) {
   const { startStack } = loadStack();
   const stacks = new Set();
   const drive = (target, duration) => {
-    const base = { driver: 'autocannon', connections: o.connections, procs: o.procs, timeoutS: 10, paths: o.paths, duration,
+    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: 10, paths: o.paths, duration,
       headers: o.gzip ? [GZIP_HEADER] : [] };
     return o.objective === 'rps' ? measure(target, { ...base, mode: 'saturation' }) : measure(target, { ...base, mode: 'paced', rate: o.rate });
   };

@@ -7,6 +7,7 @@
 // 50/75/90/99). Its CPU is this process's reaped-children time across the run.
 
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { runTool } = require('./tool');
 const { MissingToolError } = require('../lib/errors');
@@ -29,14 +30,42 @@ function parseOutput(stdout) {
   return r;
 }
 
+// A Lua string literal of any bytes: printable ASCII as is, the rest (and " and \)
+// as three-digit decimal escapes, which Lua 5.1 and LuaJIT read alike.
+function luaString(text) {
+  const byte = (b) => (b >= 0x20 && b < 0x7f && b !== 0x22 && b !== 0x5c ? String.fromCharCode(b) : `\\${String(b).padStart(3, '0')}`);
+  return `"${[...Buffer.from(text)].map(byte).join('')}"`;
+}
+
+// A request mix (tunekit tune --paths): a script whose request() cycles each of
+// wrk's threads through `paths`, with wrk's headers (-H among them), followed by
+// wrk-report.lua's done(). wrk takes one script.
+function mixScript(paths) {
+  return [
+    '-- The request mix of a tunekit run (loadtest/wrk.js): each thread cycles through it.',
+    `local paths = { ${paths.map(luaString).join(', ')} }`,
+    'local n = 0',
+    'request = function()',
+    '  n = n % #paths + 1',
+    '  return wrk.format(nil, paths[n])',
+    'end',
+    '',
+    fs.readFileSync(SCRIPT, 'utf8'),
+  ].join('\n');
+}
+
 // Drive `url` over TCP for `duration` s with `connections` on `threads`.
 // headers: extra request headers, e.g. ['Connection: close'] (a new connection per
 // request; over HTTPS wrk then offers the session it had: resumption).
-async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, headers = [], bin = WRK, onProgress = () => {} }) {
+// paths: a request mix, each thread cycling through it (default: the url's path).
+async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, headers = [], paths = null, bin = WRK, onProgress = () => {} }) {
   if (!available(bin)) throw new MissingToolError(`wrk not found at ${bin}; install it (apt-get install -y wrk) or use --driver autocannon`);
   const t = Math.max(1, Math.min(threads, connections));
+  const mixDir = paths && paths.length ? fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-wrk-')) : null;
+  const script = mixDir ? path.join(mixDir, 'mix.lua') : SCRIPT;
+  if (mixDir) fs.writeFileSync(script, mixScript(paths));
   const args = ['-t', String(t), '-c', String(connections), '-d', `${duration}s`, '--timeout', `${timeoutS}s`,
-    ...headers.flatMap((h) => ['-H', h]), '-s', SCRIPT, url];
+    ...headers.flatMap((h) => ['-H', h]), '-s', script, url];
   const cpu0 = reapedChildrenUs();
   const started = Date.now();
   const tick = setInterval(() => onProgress(null, (Date.now() - started) / 1000), 1000);
@@ -45,6 +74,7 @@ async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, 
     stdout = await runTool(bin, args, (duration + timeoutS + 30) * 1000);
   } finally {
     clearInterval(tick);
+    if (mixDir) fs.rmSync(mixDir, { recursive: true, force: true });
   }
   const cpuUs = reapedChildrenUs() - cpu0;
   const r = parseOutput(stdout);
@@ -72,4 +102,4 @@ async function runWrk({ url, connections, duration, threads = 2, timeoutS = 10, 
   };
 }
 
-module.exports = { runWrk, parseOutput, available, WRK };
+module.exports = { runWrk, parseOutput, available, mixScript, luaString, WRK };

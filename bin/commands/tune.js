@@ -12,6 +12,7 @@ const command = require('../../lib/command');
 const { outputFile, inputFile, isDirectory } = require('../../lib/args');
 const { requirePackages } = require('./loadtest');
 const { SPACE, variedFor } = require('../../loadtest/tune');
+const wrk = require('../../loadtest/wrk');
 
 const SPACE_NAMES = SPACE.map((d) => d.name);
 
@@ -40,6 +41,8 @@ const COMMAND = {
     'confirm-rounds': { type: 'string', value: 'N', default: '3', help: 'counted rounds of the winner against the start values' },
     'other-load': { type: 'string', value: 'SHARE', default: '0.25', help: 'reject a round when other processes kept more than this share of the cores busy (the harness\'s warning level)' },
     connections: { type: 'string', value: 'N', default: '50', help: 'concurrent client connections' },
+    driver: { type: 'string', value: 'NAME', choices: ['wrk', 'autocannon'], default: wrk.available() ? 'wrk' : 'autocannon',
+      help: 'the load generator of the rps objective, as bench\'s; wrk leaves the server more of a small host\'s CPU (docs/tuning.md)' },
     vary: { type: 'string', value: 'LIST', help: `the variables to vary, comma-separated (default: all of ${SPACE_NAMES.join(', ')})` },
     from: { type: 'string', value: 'FILE.yml', help: 'start values: a vars file over the kit\'s definition (default: the kit\'s defaults)' },
     out: { type: 'string', value: 'FILE.yml', default: 'tune.yml', help: 'the vars file written (the recommendation, or the start values with "keep what you have")' },
@@ -98,6 +101,7 @@ function options(v) {
   const mix = v.paths !== undefined ? 'paths' : v['access-log'] !== undefined ? 'access-log' : null;
   if (mix && objective === 'cpu') throw new UsageError(`--${mix} with --objective cpu: the pacer sends one path; use --objective rps for a request mix`);
   if (v.gzip && objective === 'cpu') throw new UsageError('--gzip with --objective cpu: the pacer sends one fixed request without Accept-Encoding; use --objective rps to measure gzip');
+  if (v.driver === 'wrk' && !wrk.available()) throw new UsageError(`--driver wrk: no wrk at ${wrk.WRK}; install it (apt-get install -y wrk) or give --driver autocannon`);
   const vary = variedFor(v.vary === undefined ? null : varyList(v.vary), v.gzip);
   if (!isDirectory(v.report)) throw new UsageError(`--report ${v.report}: not a directory; create it first or choose another`);
   const o = {
@@ -117,11 +121,12 @@ function options(v) {
     mix,
     vary,
     gzip: Boolean(v.gzip),
+    driver: objective === 'rps' ? v.driver : 'pacer',
   };
   o.minRounds = 2;
   if (mix) o.paths = require('../../loadtest/tune-run').readPaths(v[mix], mix);
   o.objectiveText = objective === 'rps'
-    ? `most req/s${o.p99Us != null ? ` with p99 <= ${v.p99}` : ''}, zero errors, ${o.connections} connections${o.gzip ? ' asking for gzip' : ''}, ${o.durationS} s runs`
+    ? `most req/s${o.p99Us != null ? ` with p99 <= ${v.p99}` : ''}, zero errors, ${o.connections} connections of ${o.driver}${o.gzip ? ' asking for gzip' : ''}, ${o.durationS} s runs`
     : `least server CPU per request at ${o.rate} req/s (paced), zero errors, ${o.durationS} s runs`;
   return o;
 }

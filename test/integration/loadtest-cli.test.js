@@ -260,6 +260,33 @@ test('a load that asks for gzip (tunekit tune --gzip) sends Accept-Encoding on e
   assert.equal(seen.gzip, 0, 'no request asked for gzip');
 });
 
+test('tune\'s load through either driver: every path of the mix in its share, the gzip header on every request', async (t) => {
+  const http = require('node:http');
+  const { measure } = require('../../loadtest/measure');
+  const { GZIP_HEADER } = require('../../loadtest/tune-run');
+  const seen = {};
+  const server = http.createServer((req, res) => {
+    const key = `${req.url} ${req.headers['accept-encoding'] || '-'}`;
+    seen[key] = (seen[key] || 0) + 1;
+    res.end('{"ok":true}');
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const target = { name: 'mix', url: `http://127.0.0.1:${server.address().port}/` };
+  // A path listed twice is sent twice as often.
+  const paths = ['/a', '/b?items=2', '/a'];
+  for (const driver of ['wrk', 'autocannon']) {
+    for (const k of Object.keys(seen)) delete seen[k];
+    const r = await measure(target, { driver, mode: 'saturation', connections: 4, procs: 2, threads: 2, duration: 1, timeoutS: 5, paths, headers: [GZIP_HEADER] });
+    assert.equal(r.requests.errors + r.requests.non2xx, 0, `${driver}: every request answered`);
+    assert.deepEqual(Object.keys(seen).sort(), ['/a gzip', '/b?items=2 gzip'], `${driver}: the mix's paths only, each asking for gzip: ${JSON.stringify(seen)}`);
+    const share = seen['/a gzip'] / (seen['/a gzip'] + seen['/b?items=2 gzip']);
+    // Each connection (autocannon) or thread (wrk) cycles through the list: 2 of 3
+    // give or take the cycles cut off at the end of the run.
+    assert.ok(Math.abs(share - 2 / 3) < 0.02, `${driver}: /a is 2 of 3 requests (${share.toFixed(3)})`);
+  }
+});
+
 test('loadtest --vars FILE runs the app workers and upstream the file names (a tune result), unless --workers says otherwise', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-vars-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { parseOutput } = require('../../loadtest/wrk');
+const { parseOutput, mixScript, luaString } = require('../../loadtest/wrk');
 const report = require('../../loadtest/report');
 const { summarise, ratios } = require('../../loadtest/scenarios');
 const { toHtml } = require('../../loadtest/html');
@@ -121,4 +121,14 @@ test('an A/B verdict names a winner only when every round agrees', () => {
   assert.equal(verdict(x(1.02, 1.1, 1.2)), 'uds/tcp req/s 1.10 (1.02–1.20): uds faster than tcp in every round');
   assert.equal(verdict(x(0.8, 0.9, 0.95)), 'uds/tcp req/s 0.90 (0.80–0.95): uds slower than tcp in every round');
   assert.equal(verdict(x(0.65, 1.14, 1.18)), 'uds/tcp req/s 1.14 (0.65–1.18): no consistent difference (the rounds disagree)');
+});
+
+test('wrk\'s request mix: a script cycling through the paths, every byte of a path kept, then the report hook', () => {
+  assert.equal(luaString('/a?b=1'), '"/a?b=1"');
+  // Quote, backslash and non-ASCII bytes as three-digit escapes: "\0341" is byte 34 then "1".
+  assert.equal(luaString('/"x\\1/é'), '"/\\034x\\0921/\\195\\169"');
+  const lua = mixScript(['/', '/?items=200']);
+  assert.match(lua, /^local paths = \{ "\/", "\/\?items=200" \}$/m);
+  assert.match(lua, /^request = function\(\)$/m);
+  assert.ok(lua.endsWith(fs.readFileSync(path.join(__dirname, '../../loadtest/wrk-report.lua'), 'utf8')), 'the done() hook that prints the result line');
 });

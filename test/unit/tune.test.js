@@ -395,6 +395,16 @@ test('the gzip level is varied only when the load asks for gzip (--gzip): withou
   assert.deepEqual(tuneOptions(parseTune(['--gzip', '--vary', 'tunekit_nginx_gzip_level'])).vary, ['tunekit_nginx_gzip_level']);
 });
 
+test('the rps load is wrk where it is installed, as bench\'s, or the --driver given; the cpu objective\'s is the pacer', () => {
+  const wrkThere = require('../../loadtest/wrk').available();
+  const plain = tuneOptions(parseTune([]));
+  assert.equal(plain.driver, wrkThere ? 'wrk' : 'autocannon');
+  assert.match(plain.objectiveText, new RegExp(`50 connections of ${plain.driver}, 5 s runs$`), 'the report says which generator measured');
+  assert.equal(tuneOptions(parseTune(['--driver', 'autocannon'])).driver, 'autocannon');
+  assert.equal(tuneOptions(parseTune(['--objective', 'cpu', '--rate', '100'])).driver, 'pacer');
+  assert.throws(() => parseTune(['--driver', 'ab']), /--driver/);
+});
+
 test('the vars file says why the gzip level was not varied, and how to vary it', async () => {
   const o = options({ vary: tuneOptions(parseTune([])).vary, gzip: false });
   const t = await T.tune(o, fakeIo({}, o));
