@@ -381,19 +381,25 @@ async function step(dim, inc, cands, st, io, o, phase) {
 }
 
 /**
- * Of the challengers that won, the one with the largest median gain; but if one
- * nearer the incumbent on the ladder won by as much within the spread, that one: the
- * smaller change (a pool of 64 over one of 1024 that serves the same).
+ * Of the challengers that won, the one whose worst round gained most; but if one
+ * nearer the incumbent on the ladder did as well within the smaller of the two
+ * spreads, that one: the smaller change (a pool of 64 over one of 1024 that serves
+ * the same). The worst
+ * round, not the median: of two winners, an unstable one (×1.53 and ×2.32 in its two
+ * rounds) has the higher median of two rounds, a steady one (×1.82 in both) the
+ * better floor, and it is the floor that holds once deployed (a pool of 16 chosen that
+ * way served 0.77 of the grid's best side by side; docs/tuning.md).
  */
 function winner(dim, inc, arms, cores) {
   const won = arms.filter((a) => a.verdict.wins);
   if (!won.length) return null;
   const ladder = dim.ladder(cores);
-  const gainOf = (a) => (a.verdict.gain.median == null ? Infinity : a.verdict.gain.median);
+  const gainOf = (a) => (a.verdict.gain.min == null ? Infinity : a.verdict.gain.min);
   const top = won.reduce((b, a) => (gainOf(a) > gainOf(b) ? a : b));
   const from = ladder.indexOf(dim.read(inc.values, cores));
   const distance = (a) => (from < 0 ? 0 : Math.abs(ladder.indexOf(dim.read(a.values, cores)) - from));
-  return won.filter((a) => gainOf(a) * (1 + a.verdict.margin) >= gainOf(top))
+  // Within the smaller of the two spreads: an unstable arm's own wide spread does not excuse it.
+  return won.filter((a) => gainOf(a) * (1 + Math.min(a.verdict.margin, top.verdict.margin)) >= gainOf(top))
     .reduce((b, a) => (distance(a) < distance(b) ? a : b));
 }
 
@@ -617,5 +623,5 @@ function variedFor(vary, gzip) {
 
 module.exports = {
   grid, variedFor, GZIP_LEVEL, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
-  idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune,
+  idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune, winner,
 };

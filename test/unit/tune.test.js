@@ -405,6 +405,24 @@ test('the rps load is wrk where it is installed, as bench\'s, or the --driver gi
   assert.throws(() => parseTune(['--driver', 'ab']), /--driver/);
 });
 
+test('of two challengers that won, the better worst round wins; the nearer one when it did as well within its spread', () => {
+  const pool = T.SPACE.find((d) => d.name === 'tunekit_nginx_upstream_keepalive');
+  const inc = { values: { tunekit_nginx_upstream_keepalive: 1 } };
+  const arm = (value, min, median, max, margin) => ({
+    values: { tunekit_nginx_upstream_keepalive: value }, verdict: { wins: true, how: 'wins', gain: { min, median, max, n: 2 }, margin },
+  });
+  // Measured (a tune run from poor values, 2026-11-28): pool 16 x1.53 and x2.32 in its
+  // two rounds, pool 1024 x1.82 in both. The higher median of two rounds was the
+  // unstable one, and it served 0.77 of the grid's best side by side.
+  const unstable = arm(16, 1.525, 1.920, 2.315, 0.466);
+  const steady = arm(1024, 1.820, 1.821, 1.821, 0.082);
+  assert.equal(T.winner(pool, inc, [unstable, steady], 2), steady);
+  // A nearer value whose worst round is within its spread of the best floor: the smaller change.
+  const near = arm(64, 1.78, 1.80, 1.82, 0.05);
+  assert.equal(T.winner(pool, inc, [steady, near], 2), near);
+  assert.equal(T.winner(pool, inc, [{ ...steady, verdict: { ...steady.verdict, wins: false } }], 2), null, 'none won: none');
+});
+
 test('the vars file says why the gzip level was not varied, and how to vary it', async () => {
   const o = options({ vary: tuneOptions(parseTune([])).vary, gzip: false });
   const t = await T.tune(o, fakeIo({}, o));
