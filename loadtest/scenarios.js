@@ -218,7 +218,7 @@ async function runBench(o) {
     for (const name of o.scenarios) {
       const { target } = SCENARIOS[name];
       const stack = stacks[stackOf(name, o.driver)];
-      const describe = name === 'try' ? tryDescribe(o.try, stack.vars) : SCENARIOS[name].describe;
+      const describe = (SCENARIOS[name].stack || {}).withTry ? tryDescribe(o.try, stack.vars) : SCENARIOS[name].describe;
       if (!target) {
         targets[name] = nginxTarget(name, stack, describe);
         continue;
