@@ -21,7 +21,8 @@ const { createProgress } = require('./progress');
 const HELP = `usage: node loadtest/tune-grid.js [--vary LIST] [--from FILE.yml] [--duration S] [--connections N]
                                   [--top N] [--rounds N] [--limit N] [--also FILE.yml,...] [--compare GRID.json] [--gzip]
                                   [--driver wrk|autocannon] [--json FILE]
-Every rules-passing combination of the tuner's ladders, measured once at saturation
+Every combination of the tuner's ladders that passes the kit's rules and holds the load
+(worker_connections enough for --connections on one nginx worker), measured once at saturation
 (req/s); the best --top (default 5) again in --rounds (default 3) interleaved rounds.
 --also adds the values of vars files (e.g. tune's recommendations) to those rounds, so
 each is measured side by side with the grid's best. --compare GRID.json takes the grid's
@@ -127,7 +128,9 @@ async function main(argv) {
   o.budgetS = '–';
   o.progress = createProgress({});
   const all = T.grid(o.start, o.cores, o.vary);
-  const passing = all.filter((v) => refusals(v, o.from).length === 0);
+  // The same space as tune's: the kit's rules and the load's (worker_connections that
+  // hold --connections on one nginx worker, tune.js loadRefusal).
+  const passing = all.filter((v) => refusals(v, o.from).length === 0 && !T.loadRefusal(v, o.connections));
   const points = passing.slice(0, o.limit);
   // Read before hours of load, so a wrong path fails now: each file over the kit's
   // defaults (not over --from), as `render --vars FILE` reads it.

@@ -45,6 +45,16 @@ function valueComment(tune, key, options = {}) {
     `${tune.recommend ? '' : ', or the winner was not confirmed'}`];
 }
 
+// worker_connections were measured only against the load's connections: what the
+// value holds, so an operator sizes it for the service's clients, not for the test's.
+function loadComment(tune, key, options) {
+  if (key !== 'tunekit_nginx_worker_connections' || !options.connections) return [];
+  const wc = tune.recommended[key];
+  return [`# holds ${T.heldRequests(wc)} proxied requests at once per nginx worker; this load had ${options.connections} connections ` +
+    `(tune tried none under ${T.connectionsNeeded(options.connections)}): size it for your service's clients at once, ` +
+    'about 2.2 x them per worker'];
+}
+
 const VERDICT = {
   faster: 'won every round', fixes: 'won: met the objective in every round, the incumbent did not',
   slower: 'lost every round', breaks: 'lost: missed the objective where the incumbent met it',
@@ -98,7 +108,7 @@ function varsText(doc) {
   head.push('');
   const body = [];
   for (const key of T.KEYS) {
-    body.push(...valueComment(t, key, doc.options), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());
+    body.push(...valueComment(t, key, doc.options), ...loadComment(t, key, doc.options), YAML.stringify({ [key]: t.recommended[key] }).trimEnd());
   }
   return `${head.join('\n')}\n${body.join('\n')}\n`;
 }

@@ -38,7 +38,8 @@
 // o: { objective: 'rps'|'cpu', budgetS, durationS, minRounds, maxRounds, confirmRounds,
 //      otherLoad (share of the cores other processes may keep busy before a round is
 //      rejected), cores, start (the start values, every key of KEYS), vary (the SPACE
-//      names to vary; null: all) }
+//      names to vary; null: all), connections (the load's concurrent connections: a
+//      candidate whose worker_connections cannot hold them is refused, loadRefusal) }
 
 const { spread, roundOrder } = require('./stats');
 const { UsageError } = require('../lib/errors');
@@ -108,6 +109,50 @@ const SPACE = [
     applies: (s) => s.tunekit_nginx_gzip === true,
   },
 ];
+
+// What one nginx worker's worker_connections hold, for the load's rule (loadRefusal).
+// Each proxied request holds two connections, the client's and the upstream one; each
+// listening socket holds one in every worker; and nginx closes reusable connections (a
+// client's accepted connection whose request has not arrived yet is one) while fewer
+// than 1/16 are free ("Core: reusing connections in advance", nginx 1.19.2, ticket
+// https://trac.nginx.org/nginx/ticket/2017). Measured with one worker and the kit's two
+// listeners, requests held 1.5 s by the example app: 64 held 29 at once, 128 held 59,
+// 256 held 119, 512 held 239; the next were reset, the error log saying "worker_connections
+// are not enough, reusing connections" (docs/tuning.md). LISTENERS allows for more
+// listeners than a plain site's two (TLS, HTTP/3, metrics).
+const LISTENERS = 8;
+
+/** How many proxied requests one nginx worker with `wc` worker_connections holds at once. */
+const heldRequests = (wc, listeners = LISTENERS) => Math.max(0, Math.floor((wc - Math.floor(wc / 16) - listeners) / 2));
+
+/** The least worker_connections that hold `connections` proxied requests on one worker. */
+function connectionsNeeded(connections) {
+  let wc = 2 * connections;
+  while (heldRequests(wc) < connections) wc++;
+  return wc;
+}
+
+/**
+ * The load's own rule, beside the kit's: a candidate whose worker_connections cannot
+ * hold every connection of the load on one nginx worker is refused. The kernel spreads
+ * connections over the workers at random (reuseport hashes each one), so one worker may
+ * get most of them: run 3 of the measurements in docs/tuning.md kept 64 from the poor
+ * start, which passed every round of the search and failed 2 requests in one round of
+ * the grid's comparison. A shortage that shows only sometimes cannot be measured away;
+ * it is counted. null: allowed, or no load given (`connections`).
+ */
+function loadRefusal(values, connections) {
+  const wc = values.tunekit_nginx_worker_connections;
+  if (!connections || typeof wc !== 'number' || heldRequests(wc) >= connections) return null;
+  return `tunekit_nginx_worker_connections=${wc} holds ${heldRequests(wc)} proxied requests at once on one nginx worker, ` +
+    `fewer than the load's ${connections} connections (all may land on one worker); ${connectionsNeeded(connections)} or more hold them`;
+}
+
+/** The refusals of a candidate: the kit's rules (io.check), then the load's (loadRefusal). */
+function refusalsOf(values, io, o) {
+  const load = loadRefusal(values, o.connections);
+  return load ? [...io.check(values), load] : io.check(values);
+}
 
 /** Every key a candidate may set: what the vars file holds. */
 const KEYS = ['tunekit_app_workers', 'tunekit_upstream_kind', 'tunekit_app_strategy', 'tunekit_nginx_upstream_keepalive',
@@ -428,7 +473,7 @@ function repaired(values, dim, io, o) {
     if (typeof from !== 'number') continue;
     for (const rung of other.ladder(o.cores).filter((r) => r > from)) {
       const joint = { ...values, ...other.patch(rung, values, o.cores) };
-      if (!io.check(joint).length) return joint;
+      if (!refusalsOf(joint, io, o).length) return joint;
     }
   }
   return null;
@@ -445,7 +490,7 @@ function candidates(dim, inc, st, io, o, values = null) {
   for (const n of list) {
     const cand = { ...n, values: { ...inc.values, ...dim.patch(n.value, inc.values, o.cores) } };
     if (seen(cand.values)) continue;
-    const refusals = io.check(cand.values);
+    const refusals = refusalsOf(cand.values, io, o);
     if (refusals.length) {
       entry(st, cand.values, o.start, refusals[0]);
       st.compared.add(`${idOf(inc.values)}|${idOf(cand.values)}`);
@@ -483,7 +528,7 @@ async function screen(startArm, st, io, o) {
     if (!varies(dim, inc.values, o.vary)) continue;
     const allowed = (v) => {
       const values = { ...inc.values, ...dim.patch(v, inc.values, o.cores) };
-      return !io.check(values).length || Boolean(repaired(values, dim, io, o));
+      return !refusalsOf(values, io, o).length || Boolean(repaired(values, dim, io, o));
     };
     let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
     if (!cands.length) continue;
@@ -624,4 +669,5 @@ function variedFor(vary, gzip) {
 module.exports = {
   grid, variedFor, GZIP_LEVEL, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
   idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune, winner,
+  heldRequests, connectionsNeeded, loadRefusal,
 };
