@@ -124,7 +124,7 @@ function verdictLines(doc) {
     lines.push(`Keep what you have: ${c.why}${t.best.label !== 'start values' ? ` (the search's best was ${t.best.label})` : ''}.`);
   }
   const measured = t.candidates.filter((x) => x.rules === 'passed');
-  lines.push(`${t.steps.length} steps, ${measured.length} candidates measured, ${t.candidates.length - measured.length} refused by the kit's rules, ` +
+  lines.push(`${t.steps.length} steps, ${measured.length} candidates measured, ${t.candidates.length - measured.length} refused by the kit's rules or the load's, ` +
     `${t.trials.filter((x) => x.rejected).length} runs in rounds rejected for other load; ${Math.round(t.elapsedS)} s of a ${doc.options.budgetS} s budget` +
     `${t.stoppedBy === 'budget' ? ' (stopped by the budget)' : ' (no neighbour of the best won)'}.`);
   return lines;

@@ -427,13 +427,16 @@ async function step(dim, inc, cands, st, io, o, phase) {
 
 /**
  * Of the challengers that won, the one whose worst round gained most; but if one
- * nearer the incumbent on the ladder did as well within the smaller of the two
- * spreads, that one: the smaller change (a pool of 64 over one of 1024 that serves
- * the same). The worst
+ * nearer the incumbent on the ladder did as well within MIN_MARGIN, that one: the
+ * smaller change (a pool of 64 over one of 1024 that serves the same). The worst
  * round, not the median: of two winners, an unstable one (×1.53 and ×2.32 in its two
  * rounds) has the higher median of two rounds, a steady one (×1.82 in both) the
  * better floor, and it is the floor that holds once deployed (a pool of 16 chosen that
- * way served 0.77 of the grid's best side by side; docs/tuning.md).
+ * way served 0.77 of the grid's best side by side; docs/tuning.md). Within MIN_MARGIN,
+ * not within the arms' spreads: with a band of the smaller spread (12.4%), a pool of 16
+ * (×1.96 and ×2.47) still beat one of 1024 (×2.53 and ×2.20) as "the same", and served
+ * 0.89 of it side by side; two rounds cannot tell values apart within their spread, so
+ * the better floor wins unless the two are even within the least margin of any win.
  */
 function winner(dim, inc, arms, cores) {
   const won = arms.filter((a) => a.verdict.wins);
@@ -443,8 +446,7 @@ function winner(dim, inc, arms, cores) {
   const top = won.reduce((b, a) => (gainOf(a) > gainOf(b) ? a : b));
   const from = ladder.indexOf(dim.read(inc.values, cores));
   const distance = (a) => (from < 0 ? 0 : Math.abs(ladder.indexOf(dim.read(a.values, cores)) - from));
-  // Within the smaller of the two spreads: an unstable arm's own wide spread does not excuse it.
-  return won.filter((a) => gainOf(a) * (1 + Math.min(a.verdict.margin, top.verdict.margin)) >= gainOf(top))
+  return won.filter((a) => gainOf(a) * (1 + MIN_MARGIN) >= gainOf(top))
     .reduce((b, a) => (distance(a) < distance(b) ? a : b));
 }
 

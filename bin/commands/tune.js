@@ -21,8 +21,9 @@ const COMMAND = {
   usage: ['[options]'],
   about: 'Find the values that serve your app best on this host: app workers, the cluster strategy and upstream kind, ' +
     'nginx\'s upstream keep-alive pool, worker_processes, worker_connections and gzip level. Each candidate passes the ' +
-    'kit\'s own rules, runs as a local stack (nginx + the cluster on 127.0.0.1) and is measured in rounds interleaved ' +
-    'with the current best; rounds with too much other load on the machine are rejected. The winner is measured again ' +
+    'kit\'s own rules and holds the load (worker_connections enough for --connections on one nginx worker), ' +
+    'runs as a local stack (nginx + the cluster on 127.0.0.1) and is measured in rounds interleaved with the current ' +
+    'best; rounds with too much other load on the machine are rejected. The winner is measured again ' +
     'against the start values and recommended only if it beats them in every confirmation round beyond the spread; ' +
     'otherwise the answer is "keep what you have". Writes a vars file (for render --vars and site.yml) and a report.\n\n' +
     'Minutes of load on every core: run it on a quiet machine, or a staging host, never a host in service.',
@@ -40,7 +41,7 @@ const COMMAND = {
     rounds: { type: 'string', value: 'N', default: '4', help: 'at most this many counted rounds per step (at least 2; more only while the answer is unclear)' },
     'confirm-rounds': { type: 'string', value: 'N', default: '3', help: 'counted rounds of the winner against the start values' },
     'other-load': { type: 'string', value: 'SHARE', default: '0.25', help: 'reject a round when other processes kept more than this share of the cores busy (the harness\'s warning level)' },
-    connections: { type: 'string', value: 'N', default: '50', help: 'concurrent client connections' },
+    connections: { type: 'string', value: 'N', default: '50', help: 'concurrent client connections; no candidate has worker_connections too few to hold them on one nginx worker' },
     driver: { type: 'string', value: 'NAME', choices: ['wrk', 'autocannon'], default: wrk.available() ? 'wrk' : 'autocannon',
       help: 'the load generator of the rps objective, as bench\'s; wrk leaves the server more of a small host\'s CPU (docs/tuning.md)' },
     vary: { type: 'string', value: 'LIST', help: `the variables to vary, comma-separated (default: all of ${SPACE_NAMES.join(', ')})` },
