@@ -116,8 +116,8 @@ const SPACE = [
 // client's accepted connection whose request has not arrived yet is one) while fewer
 // than 1/16 are free ("Core: reusing connections in advance", nginx 1.19.2, ticket
 // https://trac.nginx.org/nginx/ticket/2017). Measured with one worker and the kit's two
-// listeners, requests held 1.5 s by the example app: 64 held 29 at once, 128 held 59,
-// 256 held 119, 512 held 239; the next were reset, the error log saying "worker_connections
+// listeners (node loadtest/held-requests.js): 64 held 29 at once, 128 held 59, 256 held
+// 119, 512 held 239; the next were not answered, the error log saying "worker_connections
 // are not enough, reusing connections" (docs/tuning.md). LISTENERS allows for more
 // listeners than a plain site's two (TLS, HTTP/3, metrics).
 const LISTENERS = 8;

@@ -16,9 +16,8 @@ const { spawn } = require('node:child_process');
 const { runCommand, until } = require('../lib/util');
 const { refusals } = require('../../loadtest/tune-run');
 const { readStat } = require('../../lib/proc');
-const http = require('node:http');
-const { startStack } = require('../../lib/stack');
 const { heldRequests } = require('../../loadtest/tune');
+const { allInFlight, oneWorker } = require('../../loadtest/held-requests');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
@@ -171,46 +170,10 @@ test('the grid script on two combinations: each measured, the best again in a ro
   assert.doesNotMatch(cmp.stdout, /combinations/);
 });
 
-/**
- * n requests at once, each on a connection of its own, held `delayMs` by the example
- * app: the answers' status codes (and client errors by code), and whether every
- * connection was open before the first answer came, so they were all in flight together.
- */
-async function atOnce(url, n, delayMs) {
-  const agent = new http.Agent({ keepAlive: false, maxSockets: n });
-  const codes = {};
-  let lastConnect = 0;
-  let firstAnswer = Infinity;
-  const count = (k) => { codes[k] = (codes[k] || 0) + 1; };
-  await Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
-    const req = http.get(`${url}?delay_ms=${delayMs}`, { agent }, (res) => {
-      firstAnswer = Math.min(firstAnswer, Date.now());
-      res.resume();
-      res.on('end', () => { count(res.statusCode); resolve(); });
-    });
-    req.on('socket', (sock) => sock.once('connect', () => { lastConnect = Math.max(lastConnect, Date.now()); }));
-    req.on('error', (err) => { firstAnswer = Math.min(firstAnswer, Date.now()); count(err.code); resolve(); });
-  })));
-  agent.destroy();
-  return { codes, together: lastConnect <= firstAnswer };
-}
-
-/** atOnce, again with a longer hold until every connection was open before any answer (at most 4 tries). */
-async function allInFlight(url, n) {
-  let r;
-  for (let delayMs = 2000; delayMs <= 16000; delayMs *= 2) {
-    r = await atOnce(url, n, delayMs);
-    if (r.together) return r;
-  }
-  assert.fail(`${n} connections were never all open before the first answer, even with the app holding each 16 s`);
-  return r;
-}
-
 test('what tune assumes of nginx: one worker with 64 worker_connections holds the requests tune counts, and resets some of 64 at once', async (t) => {
   // tune refuses candidates whose worker_connections cannot hold the load on one worker
   // (loadtest/tune.js loadRefusal); this is the nginx behaviour that rule counts on.
-  const stack = await startStack({ upstream: 'uds', workers: 2, port: 0, set: ['tunekit_nginx_worker_processes=1',
-    'tunekit_nginx_worker_connections=64', 'tunekit_nginx_upstream_keepalive=1'] });
+  const stack = await oneWorker(64);
   t.after(() => stack.stop());
   const within = await allInFlight(stack.url, heldRequests(64));
   assert.deepEqual(within.codes, { 200: heldRequests(64) }, `${heldRequests(64)} requests at once`);

@@ -324,7 +324,7 @@ test('from values under which nginx resets connections at random, the search fix
 });
 
 test('what nginx worker_connections hold: the measured figures, and the least that hold a load', () => {
-  // Measured with one nginx worker and the kit's two listeners (docs/tuning.md): 64 held
+  // Measured with one nginx worker and the kit's two listeners (node loadtest/held-requests.js): 64 held
   // 29 requests at once, 128 held 59, 256 held 119, 512 held 239; one more was reset.
   assert.deepEqual([64, 128, 256, 512].map((wc) => T.heldRequests(wc, 2)), [29, 59, 119, 239]);
   // The rule allows for more listeners than two, so it asks for a little more.
