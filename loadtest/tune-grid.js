@@ -128,9 +128,10 @@ async function main(argv) {
   o.budgetS = '–';
   o.progress = createProgress({});
   const all = T.grid(o.start, o.cores, o.vary);
-  // The same space as tune's: the kit's rules and the load's (worker_connections that
-  // hold --connections on one nginx worker, tune.js loadRefusal).
-  const passing = all.filter((v) => refusals(v, o.from).length === 0 && !T.loadRefusal(v, o.connections));
+  // The same space as tune's, by tune's own check: the kit's rules and the load's
+  // (worker_connections that hold --connections on one nginx worker).
+  const check = { check: (v) => refusals(v, o.from) };
+  const passing = all.filter((v) => T.refusalsOf(v, check, o).length === 0);
   const points = passing.slice(0, o.limit);
   // Read before hours of load, so a wrong path fails now: each file over the kit's
   // defaults (not over --from), as `render --vars FILE` reads it.

@@ -671,5 +671,5 @@ function variedFor(vary, gzip) {
 module.exports = {
   grid, variedFor, GZIP_LEVEL, SPACE, KEYS, MIN_MARGIN, GUESS_OPEN_S, RUN_OVERHEAD_S,
   idOf, labelOf, neighbours, further, screenValues, gain, verdict, relSpread, minimumBudgetS, tune, winner,
-  heldRequests, connectionsNeeded, loadRefusal,
+  heldRequests, connectionsNeeded, loadRefusal, refusalsOf,
 };
