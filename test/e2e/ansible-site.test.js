@@ -18,7 +18,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { runCommand, until } = require('../lib/util');
-const { bootHosts, stopHosts, copyInto, containerProcesses } = require('../lib/nspawn');
+const { bootHosts, stopHosts, copyInto, leftoversOf } = require('../lib/nspawn');
 const ansible = require('../lib/ansible');
 const { rolloutSteps } = require('../lib/rollout');
 const { resolve } = require('../../lib/config');
@@ -44,28 +44,6 @@ function limitOf(limitsText, name) {
   assert.ok(line, `no "${name}" in /proc/PID/limits`);
   const [soft, hard] = line.slice(name.length).trim().split(/\s+/);
   return { soft: Number(soft), hard: Number(hard) };
-}
-
-// What is left of a host after teardown: [] when nothing. The container's own
-// processes are found by its PID namespace: in their own mount namespace their
-// /proc/PID/root reads "/", so the root scan below sees only processes of this
-// side chrooted into the host's tree.
-function leftovers(h) {
-  const found = [];
-  if (h.pid && fs.existsSync(`/proc/${h.pid}`)) found.push(`process ${h.pid}`);
-  for (const pid of containerProcesses(h)) found.push(`process ${pid} of the container (init ${h.init.pid}, ${h.init.pidns})`);
-  if (fs.existsSync(`/sys/class/net/${h.iface}`)) found.push(`veth ${h.iface}`);
-  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8');
-  if (mounts.includes(h.dir)) found.push(`mount under ${h.dir}`);
-  if (fs.existsSync(h.dir)) found.push(`dir ${h.dir}`);
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    let root = '';
-    try { root = fs.readlinkSync(`/proc/${pid}/root`); } catch { continue; }
-    if (root.startsWith(h.dir)) found.push(`process ${pid} rooted in ${root}`);
-  }
-  const routes = require('node:child_process').spawnSync('ip', ['-4', 'route', 'show', h.cidr], { encoding: 'utf8' }).stdout;
-  if (routes.trim()) found.push(`route ${routes.trim()}`);
-  return found;
 }
 
 const scrape = (h, port) => sh(h, `curl -sf http://127.0.0.1:${port}/metrics`);
@@ -324,7 +302,7 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
   await step('teardown leaves no process, mount, veth or route', async () => {
     const stopped = hosts;
     await stopHosts(stopped);
-    for (const h of stopped) assert.deepEqual(leftovers(h), [], `left after stopping ${h.name}`);
+    for (const h of stopped) assert.deepEqual(leftoversOf(h), [], `left after stopping ${h.name}`);
   });
 });
 
@@ -346,10 +324,10 @@ test('a test that dies mid-way still leaves nothing behind', { timeout: 5 * 60 *
   const h = JSON.parse(line);
   assert.ok(h.init, `the child's host has no init recorded, so no check of the container's processes: ${line}`);
   // SIGKILLed processes take a moment to be reaped by init: wait, bounded.
-  let left = leftovers(h);
+  let left = leftoversOf(h);
   for (let i = 0; i < 60 && left.length; i++) {
     await new Promise((r) => setTimeout(r, 500));
-    left = leftovers(h);
+    left = leftoversOf(h);
   }
   assert.deepEqual(left, [], `left after the child died with ${h.name} running`);
 });

@@ -4,27 +4,36 @@
 //
 //   const { bootHosts, stopHosts, ensureRootfs } = require('../lib/nspawn');
 //   const hosts = await bootHosts(2, { name: 'tk' });
-//   // hosts[i] = { name, ip, hostIp, iface, sshArgs, ssh(cmd), root, keyFile,
+//   const mixed = await bootHosts([{ name: 'tkd11', suite: 'bullseye' }, { name: 'tkd12', suite: 'bookworm' }]);
+//   // hosts[i] = { name, suite, ip, hostIp, iface, sshArgs, ssh(cmd), root, keyFile,
 //   //              init: { pid, start, pidns } of the container's init }
-//   const r = await hosts[0].ssh('systemctl is-system-running --wait');
+//   const r = await hosts[0].ssh('systemctl is-system-running');
 //   // r = { code, stdout, stderr }
 //   await stopHosts(hosts);   // in an after() hook; also runs on process exit
+//   await stopAllHosts();     // every host this process booted, whatever failed
 //
 // ensureRootfs() debootstraps the rootfs once into
 // /var/cache/tunekit/rootfs-trixie-<hash of the package lists> (a minute or
 // two, needs Debian's mirror); later runs reuse it. Containers have no
 // internet: every package a test or the Ansible roles need is in PACKAGES or
 // APT_PACKAGES. Other suites: ensureRootfs({ suite }) and bootHosts(n, { suite }).
+// bootHosts builds what it needs before it boots anything, in child processes.
 //
 // Each host boots an overlay (lowerdir = the cache, upper = a mkdtemp dir), so
 // the cache stays pristine and a boot costs no copy; `root` is the merged tree.
 //
-// Network: each host takes a numbered slot (an atomic mkdir under
-// /run/tunekit-nspawn, reclaimed when its owner pid is gone, skipped when the
-// address is already routed here). Slot N owns 10.213.N.0/30 (slotAddresses()):
-// the host side iface "ve-<name>N" gets 10.213.N.1 and the container's host0
-// 10.213.N.2 (a oneshot unit written into the copy). The only route added is the /30's own link route; nothing is
-// forwarded or NATed, so the containers reach nothing but their host side.
+// Network: each host claims a slot, unique across every process on the machine
+// (./slots.js: an abstract Unix socket name the kernel releases with its
+// holder; a slot whose range is routed here is skipped). Slot N owns
+// 10.213.N.0/30, the machine name <name>N and the veth "ve-<name>N": the host
+// side gets 10.213.N.1 and the container's host0 10.213.N.2 (a oneshot unit
+// written into the copy). The only route added is the /30's own link route;
+// nothing is forwarded or NATed, so the containers reach nothing but their host
+// side.
+//
+// Every container carries TUNEKIT_TEST_HOST=<machine> (and test/run.js's
+// TUNEKIT_TEST_TAG) in its init's environment: leftoversOf(host) finds a
+// container whose nspawn is gone, and test/run.js sweeps what a test file left.
 //
 // Teardown (stopHosts, or the process 'exit' hook when a test dies): SIGTERM to
 // systemd-nspawn (an orderly poweroff of the container); past a grace period, or
@@ -49,6 +58,8 @@ const path = require('node:path');
 const { alive, childrenOf, readStat } = require('../../lib/proc');
 const { runInRoot } = require('../../lib/chroot');
 const { sleep, runCommand } = require('./util');
+const { claimSlot } = require('./slots');
+const { taggedProcesses } = require('./tags');
 
 // Debian suites the tests boot. trixie (Debian 13) is the default lab host;
 // the others stand in for the distributions operators run: bullseye (Debian 11:
@@ -231,54 +242,21 @@ function prepareRootfs(root) {
 
 // ---------------------------------------------------------------- booting
 
-const SLOT_DIR = '/run/tunekit-nspawn';
-const MAX_SLOTS = 256;
 const live = new Set(); // hosts not yet stopped, for the exit hook
+// A tag every process of this test run carries (test/run.js sets it per test
+// file): the containers get it too (nspawn's --setenv, in their init's
+// environment), so a sweep after the file finds what it left whatever happened
+// to this process, and their scratch dirs are named after it.
+const RUN_TAG = process.env.TUNEKIT_TEST_TAG || '';
+const TMP_PREFIX = `tunekit-nspawn-${RUN_TAG ? `${RUN_TAG}-` : ''}`;
 
-// Slot n -> 10.213.n.0/30: the host side .1, the container .2.
-function slotAddresses(n) {
-  const net = `10.213.${n}`;
-  return { hostIp: `${net}.1`, ip: `${net}.2`, cidr: `${net}.0/30` };
-}
-
-function routedHere(cidrPrefix) {
-  const r = run('ip', ['-4', '-o', 'addr', 'show']);
-  const routes = run('ip', ['-4', 'route', 'show']);
-  return (r.stdout + routes.stdout).includes(`${cidrPrefix}.`);
-}
-
-function claimSlot() {
-  fs.mkdirSync(SLOT_DIR, { recursive: true });
-  for (let n = 1; n < MAX_SLOTS; n++) {
-    const dir = path.join(SLOT_DIR, String(n));
-    try {
-      fs.mkdirSync(dir);
-    } catch (err) {
-      if (err.code !== 'EEXIST') throw err;
-      // Reclaim a slot whose owner is gone (killed test run).
-      let owner = 0;
-      try {
-        owner = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8'));
-      } catch { /* being created right now, or empty: leave it */ }
-      if (!owner || alive(owner)) continue;
-      fs.rmSync(dir, { recursive: true, force: true });
-      try {
-        fs.mkdirSync(dir);
-      } catch {
-        continue;
-      }
-    }
-    fs.writeFileSync(path.join(dir, 'pid'), String(process.pid));
-    if (routedHere(`10.213.${n}`)) {
-      // Something outside these tests already uses this range: release the slot
-      // and take the next one.
-      fs.rmSync(dir, { recursive: true, force: true });
-      continue;
-    }
-    return n;
-  }
-  throw new Error(`no free network slot under ${SLOT_DIR} (all ${MAX_SLOTS - 1} in use); stop old test containers`);
-}
+// Each step of a boot has its own time: a step that starts late (the machine
+// busy with another file's boots) still gets all of it, and the message says
+// which step it was.
+const UP_MS = 120000; // systemd-nspawn started -> the host side of its veth exists
+const INIT_MS = 10000; // veth -> the container's init found
+const SSH_MS = 120000; // veth up -> sshd answers
+const SETTLE_MS = 120000; // systemctl is-system-running --wait
 
 function writeInto(root, rel, text, mode = 0o644) {
   const p = path.join(root, rel);
@@ -329,12 +307,25 @@ function sshArgsFor(keyFile) {
   ];
 }
 
-async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
-  const slot = claimSlot();
-  const { ip, hostIp, cidr } = slotAddresses(slot);
-  const machine = `${name}${slot}`.slice(0, 12);
+// Polls check() every `everyMs` until it returns something truthy; past `ms`
+// throws what failed() says. `check` runs at least once after the time is up, so
+// an event loop held up elsewhere never fails a step that has not been tried.
+async function waitStep(ms, check, failed, everyMs = 100) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const late = Date.now() > deadline;
+    const v = await check();
+    if (v) return v;
+    if (late) throw new Error(failed());
+    await sleep(everyMs);
+  }
+}
+
+async function bootOne(index, { name, suite, prepare, sshWaitMs = SSH_MS, rootfs, tmp, keyFile, publicKey, log }) {
+  const slot = await claimSlot(name);
+  const { machine, ip, hostIp, cidr, iface } = slot;
   const host = {
-    name: machine, ip, hostIp, cidr, slot, iface: `ve-${machine}`, keyFile,
+    name: machine, suite, ip, hostIp, cidr, slot, iface, keyFile,
     dir: path.join(tmp, `host${index}`), root: null, pid: null, init: null, proc: null, mounted: false,
     sshArgs: sshArgsFor(keyFile), consoleLog: null, tmp,
   };
@@ -351,6 +342,7 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
   const st = fs.statSync(host.root);
   host.leftovers = [`/run/systemd/nspawn/locks/inode-${st.dev}:${st.ino}`, `/run/systemd/nspawn/propagate/${machine}`];
   configureCopy(host, publicKey);
+  if (prepare) prepare(host.root);
 
   host.consoleLog = path.join(host.dir, 'console.log');
   const out = fs.openSync(host.consoleLog, 'a');
@@ -358,46 +350,53 @@ async function bootOne(index, { name, rootfs, tmp, keyFile, publicKey, log }) {
     '-q', '-b', '-D', host.root, '-M', machine,
     '--register=no', '--keep-unit', '--network-veth',
     '--console=read-only',
+    `--setenv=TUNEKIT_TEST_HOST=${machine}`, ...(RUN_TAG ? [`--setenv=TUNEKIT_TEST_TAG=${RUN_TAG}`] : []),
   ], {
     stdio: ['ignore', out, out],
     env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1' },
   });
   fs.closeSync(out);
+  // A host never keeps this process alive: a test that forgot one, or failed
+  // before it could stop it, still ends, and the exit hook stops the host.
+  proc.unref();
   host.proc = proc;
   host.pid = proc.pid;
   host.exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   host.exited.then(() => { host.pid = null; });
+  const where = `${machine} (${suite}, ${ip}, veth ${iface})`;
+  const stopped = (what) => `systemd-nspawn for ${where} exited ${what}:\n${tail(host.consoleLog)}`;
 
   // Host side of the veth appears once nspawn has set the container up.
-  const deadline = Date.now() + 120000;
-  while (!fs.existsSync(`/sys/class/net/${host.iface}`)) {
-    if (!host.pid) throw new Error(`systemd-nspawn for ${machine} exited early:\n${tail(host.consoleLog)}`);
-    if (Date.now() > deadline) throw new Error(`no interface ${host.iface} after 120 s:\n${tail(host.consoleLog)}`);
-    await sleep(100);
-  }
+  await waitStep(UP_MS, () => {
+    if (!host.pid) throw new Error(stopped('before its veth appeared'));
+    return fs.existsSync(`/sys/class/net/${iface}`);
+  }, () => `no interface ${iface} ${UP_MS / 1000} s after systemd-nspawn started ${where}:\n${tail(host.consoleLog)}`);
   // nspawn moves the veth's peer into the container's namespaces once its init
   // is cloned, so the init is there now (a moment later, its parent may still
   // be nspawn's intermediate child: containerInit looks one level down too).
-  const initBy = Date.now() + 10000;
-  while (!(host.init = containerInit(host.pid)) && Date.now() < initBy && alive(host.pid)) await sleep(100);
-  if (!host.init) throw new Error(`systemd-nspawn for ${machine} (pid ${host.pid}) has no child in a PID namespace of its own; teardown could not stop the container without its init`);
-  must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', host.iface]);
-  must('ip', ['link', 'set', host.iface, 'up']);
+  host.init = await waitStep(INIT_MS, () => host.pid && alive(host.pid) && containerInit(host.pid),
+    () => `systemd-nspawn for ${where} (pid ${host.pid}) has no child in a PID namespace of its own; teardown could not stop the container without its init`);
+  must('ip', ['addr', 'replace', `${hostIp}/30`, 'dev', iface]);
+  must('ip', ['link', 'set', iface, 'up']);
 
   host.ssh = (cmd, opts) => runCommand('ssh', [...host.sshArgs, `root@${ip}`, cmd], opts);
   // Wait for sshd; then for boot to settle (nginx etc. may still be starting).
-  let last;
-  while (Date.now() < deadline) {
-    if (!host.pid) throw new Error(`container ${machine} stopped during boot:\n${tail(host.consoleLog)}`);
+  let last = null;
+  let tries = 0;
+  await waitStep(sshWaitMs, async () => {
+    if (!host.pid) throw new Error(stopped('during boot'));
+    tries += 1;
     last = await host.ssh('true', { timeoutMs: 10000 });
-    if (last.code === 0) break;
-    await sleep(500);
+    return last.code === 0;
+  }, () => {
+    const said = (last.stderr || last.stdout).trim() || `no output, exit ${last.code}${last.signal ? ` (${last.signal})` : ''}`;
+    return `ssh root@${ip} to ${where} failed for ${sshWaitMs / 1000} s (${tries} tries); ssh's last error: ${said}\nits console:\n${tail(host.consoleLog)}`;
+  }, 500);
+  const settled = await host.ssh('systemctl is-system-running --wait', { timeoutMs: SETTLE_MS });
+  if (!/^(running|degraded)$/m.test(settled.stdout)) {
+    throw new Error(`${where} did not finish booting within ${SETTLE_MS / 1000} s: systemctl is-system-running says "${(settled.stdout + settled.stderr).trim()}"\n${tail(host.consoleLog)}`);
   }
-  if (!last || last.code !== 0) {
-    throw new Error(`ssh to ${machine} (${ip}) failed after 120 s: ${last && last.stderr.trim()}\n${tail(host.consoleLog)}`);
-  }
-  await host.ssh('systemctl is-system-running --wait', { timeoutMs: 120000 });
-  log(`${machine} up at ${ip} (host side ${host.iface} ${hostIp})`);
+  log(`${machine} up at ${ip} (host side ${iface} ${hostIp})`);
   return host;
 }
 
@@ -410,29 +409,40 @@ function tail(file, n = 30) {
 }
 
 /**
- * Boot n containers from the cached rootfs, in parallel.
- * @returns {Promise<Array<{name, ip, hostIp, iface, sshArgs, ssh, root, keyFile}>>}
+ * Boot containers from the cached root filesystems, in parallel: `n` of the
+ * default suite named NAME+slot, or one per spec of a list
+ * ([{ name, suite, prepare(root), sshWaitMs }, ...]: several releases at once;
+ * `prepare` changes the host's copy before it boots). Every rootfs is built
+ * first (in child processes, so nothing blocks this process's event loop while
+ * a host boots). When any host fails to boot, every host of the call is stopped,
+ * those that booted included, and the first error is thrown, with the records
+ * of every host of the call as its `hosts` (for a leftovers check).
+ * @returns {Promise<Array<{name, suite, ip, hostIp, iface, sshArgs, ssh, root, keyFile}>>}
  */
 async function bootHosts(n, { name = 'tk', suite = DEFAULT_SUITE, log = (m) => process.stderr.write(`nspawn: ${m}\n`) } = {}) {
-  if (!/^[a-z][a-z0-9-]{0,7}$/.test(name)) throw new Error(`host name prefix "${name}" must be 1-8 of [a-z0-9-], starting with a letter`);
-  const rootfs = ensureRootfs({ suite, log });
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-nspawn-'));
+  const specs = Array.isArray(n) ? n.map((s) => ({ suite, ...s })) : Array.from({ length: n }, () => ({ name, suite }));
+  if (process.getuid() !== 0) throw new Error('booting test hosts needs root (systemd-nspawn, mount, ip)');
+  const roots = await ensureRootfsAll([...new Set(specs.map((s) => s.suite))], { log });
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), TMP_PREFIX));
   const keyFile = path.join(tmp, 'id_ed25519');
   must('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'tunekit-test', '-f', keyFile]);
   const publicKey = fs.readFileSync(`${keyFile}.pub`, 'utf8');
-  const hosts = [];
-  const started = [];
-  for (let i = 0; i < n; i++) {
-    started.push(bootOne(i, { name, rootfs, tmp, keyFile, publicKey, log }).then((h) => { hosts[i] = h; return h; }));
-  }
-  const results = await Promise.allSettled(started);
+  const results = await Promise.allSettled(specs.map((s, i) =>
+    bootOne(i, { ...s, rootfs: roots[s.suite], tmp, keyFile, publicKey, log })));
   const failed = results.find((r) => r.status === 'rejected');
-  const all = [...live].filter((h) => h.tmp === tmp);
   if (failed) {
-    await stopHosts(all);
+    const mine = [...live].filter((h) => h.tmp === tmp);
+    await stopHosts(mine);
+    failed.reason.hosts = mine;
+    if (![...live].some((h) => h.tmp === tmp)) fs.rmSync(tmp, { recursive: true, force: true });
     throw failed.reason;
   }
-  return hosts;
+  return results.map((r) => r.value);
+}
+
+/** Stops every host this process booted and has not stopped yet (an after() hook's safety net). */
+function stopAllHosts() {
+  return stopHosts([...live]);
 }
 
 // ---------------------------------------------------------------- stopping
@@ -545,10 +555,8 @@ function cleanupSync(h) {
       else fs.rmSync(p);
     } catch { /* already gone, or still in use: leave it */ }
   }
-  if (h.slot) {
-    fs.rmSync(path.join(SLOT_DIR, String(h.slot)), { recursive: true, force: true });
-    h.slot = null;
-  }
+  // The slot (address, name, veth) is free again only once the veth is gone.
+  if (h.slot && !fs.existsSync(`/sys/class/net/${h.iface}`)) h.slot.release();
   live.delete(h);
 }
 
@@ -568,6 +576,33 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
+/**
+ * What is left of a host after teardown: [] when nothing. The container's own
+ * processes are found by its PID namespace and by the name in its init's
+ * environment (a container whose nspawn is gone included); in their own mount
+ * namespace their /proc/PID/root reads "/", so the root scan below sees only
+ * processes of this side chrooted into the host's tree.
+ */
+function leftoversOf(h) {
+  const found = [];
+  if (h.pid && alive(h.pid)) found.push(`process ${h.pid} (systemd-nspawn)`); // a zombie is not left: its parent is gone, PID 1 reaps it
+  const inNamespace = containerProcesses(h);
+  for (const pid of inNamespace) found.push(`process ${pid} of the container (init ${h.init.pid}, ${h.init.pidns})`);
+  for (const pid of taggedProcesses('TUNEKIT_TEST_HOST', h.name).filter((p) => !inNamespace.includes(p))) found.push(`process ${pid} with TUNEKIT_TEST_HOST=${h.name} (a container's init)`);
+  if (fs.existsSync(`/sys/class/net/${h.iface}`)) found.push(`veth ${h.iface}`);
+  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8');
+  if (mounts.includes(h.dir)) found.push(`mount under ${h.dir}`);
+  if (fs.existsSync(h.dir)) found.push(`dir ${h.dir}`);
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let root = '';
+    try { root = fs.readlinkSync(`/proc/${pid}/root`); } catch { continue; }
+    if (root.startsWith(h.dir)) found.push(`process ${pid} rooted in ${root}`);
+  }
+  const routes = run('ip', ['-4', 'route', 'show', h.cidr]).stdout;
+  if (routes.trim()) found.push(`route ${routes.trim()}`);
+  return found;
+}
+
 /** Copy SRC (a file or a tree, modes kept) to REL under a booted host's root, as if placed on the host. */
 function copyInto(host, src, rel) {
   const dest = path.join(host.root, rel);
@@ -577,7 +612,7 @@ function copyInto(host, src, rel) {
 }
 
 module.exports = {
-  copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, slotAddresses,
+  copyInto, ensureRootfs, ensureRootfsAll, runInRootfs, rootfsPath, bootHosts, stopHosts, stopAllHosts, leftoversOf,
   containerInit, containerProcesses, killContainerSync, PACKAGES, DEFAULT_SUITE,
 };
 
