@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 'use strict';
-// The suite runner behind `npm test`: node's test runner over each lane, the
-// lanes of a chain one after another, the chains of a phase side by side, the
-// phases one after another; the seconds of every file in test/durations.txt and
-// one closing line with the counts of all lanes.
+// The suite runner behind `npm test`: node's test runner over each file, in
+// its own process group and under a hard time limit; the files of a lane a few
+// at a time, the lanes of a chain one after another, the chains of a phase side
+// by side, the phases one after another; the seconds of every file in
+// test/durations.txt and one closing line with the counts of all lanes.
 //
 //   node test/run.js                    # every suite (what npm test runs after its set-up)
 //   node test/run.js integration faults # some of them
@@ -21,15 +22,27 @@
 // waits on the other does not use, and no test in either depends on how fast
 // the machine is (a load ends on the event the test waits for), so the other
 // chain's work is noise they tolerate, as any CI neighbour's.
-// The first chain of a phase prints live; the others' output is kept and
-// printed whole after it, so TAP streams never interleave.
+// The first chain of a phase prints live (a file at a time, as it comes, when
+// its lane runs one file at a time); every other file's output is printed whole
+// when it ends, so TAP streams never interleave.
+//
+// No file can hang the suite: each has a hard limit (limitOf below). Past it
+// its process group gets SIGTERM (the tests' exit hooks stop what they
+// booted), SIGKILL after KILL_GRACE_MS, and the file is reported failed with
+// its last output; the lane goes on. After every file, whatever still carries
+// its tag (TUNEKIT_TEST_TAG in a process's environment: its processes, and the
+// containers test/lib/nspawn.js booted for it, whose init gets it) is reported
+// as left behind, a failure, and ended by pid; its hosts' scratch dirs with it.
 // Every lane runs even when one before it failed; the exit code is the first
 // failing lane's (0 when all passed).
 
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
+const { taggedProcesses } = require('./lib/tags');
+const { alive } = require('../lib/proc');
 
 const ROOT = path.resolve(__dirname, '..');
 const PHASES = [
@@ -42,56 +55,204 @@ const DURATIONS = path.join(ROOT, 'test/durations.txt');
 // The summary node's TAP reporter ends a run with ("# pass 12").
 const COUNTS = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'];
 
+// A file's hard limit: LIMIT_FACTOR times its slowest measured wall time, and
+// never less than its lane's floor. The measured seconds are `npm test` on
+// 2-core machines of this kind, the slowest of a fresh one (root filesystems
+// and the frameworks cache built by the suite) and cached ones, beside the
+// other chain as always. A file not listed has its lane's floor, which is
+// above every test timeout its files set (run-limits.test.js checks it: a
+// test that times out fails and cleans up before its file is killed). The
+// factor covers a machine 2-3x slower and a busier neighbour; a limit is a
+// bound for a hung file, not a budget.
+const LIMIT_FACTOR = 3;
+const LANE_FLOOR_S = { unit: 180, local: 900, e2e: 3000, checks: 1200 };
+const MEASURED_S = {
+  'test/e2e/ansible-site.test.js': 1224,
+  'test/e2e/apps.test.js': 478,
+  'test/e2e/distros.test.js': 600,
+  'test/e2e/host-systemd.test.js': 400,
+  'test/e2e/https.test.js': 400,
+  'test/e2e/shared-host.test.js': 400,
+};
+const KILL_GRACE_MS = 60000; // SIGTERM -> SIGKILL: a test's exit hooks stop its hosts in seconds
+const LEAK_WAIT_MS = 10000; // processes killed by a file's exit hooks are reaped within this
+const TAIL_CHARS = 4096;
+
+function limitOf(lane, file) {
+  return Math.max(LANE_FLOOR_S[lane.name], Math.ceil(LIMIT_FACTOR * (MEASURED_S[file] || 0)));
+}
+
 function filesOf(suite) {
   const dir = path.join(ROOT, 'test', suite);
   return fs.readdirSync(dir).filter((f) => f.endsWith('.test.js')).sort().map((f) => path.join('test', suite, f));
 }
 
-// Runs one lane; its TAP goes to `out` (a write function) as it comes.
-function runLane(lane, files, table, out) {
-  const args = ['--test', `--test-concurrency=${lane.concurrency}`,
-    '--test-reporter=tap', '--test-reporter-destination=stdout',
-    `--test-reporter=${path.join(ROOT, 'test/lib/durations.mjs')}`, `--test-reporter-destination=${table}`,
-    ...files];
+const running = new Set(); // process groups of the files running now
+// A SIGTERM or Ctrl-C to this runner: every running file's group gets it, so the
+// tests' own clean-up runs; then this runner dies of it.
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    for (const pid of running) { try { process.kill(-pid, sig); } catch { /* gone */ } }
+    setTimeout(() => process.kill(process.pid, sig), 2000).unref();
+  });
+}
+
+/**
+ * Whatever still carries a file's tag once its process group ended: waits
+ * (bounded) for what its exit hooks killed to be reaped, then ends the rest by
+ * pid and removes its hosts' scratch dirs (overlay mounts first). Returns a
+ * line per thing found, [] when nothing was left.
+ */
+function sweep(tag, waitMs = LEAK_WAIT_MS) {
+  const end = Date.now() + waitMs;
+  let pids = taggedProcesses('TUNEKIT_TEST_TAG', tag);
+  while (pids.length && Date.now() < end) {
+    spawnSync('sleep', ['0.2']);
+    pids = taggedProcesses('TUNEKIT_TEST_TAG', tag);
+  }
+  const found = pids.map((pid) => `process ${pid} (${cmdOf(pid)})`);
+  for (const pid of pids) { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } }
+  const killedBy = Date.now() + LEAK_WAIT_MS;
+  while (pids.some(alive) && Date.now() < killedBy) spawnSync('sleep', ['0.2']);
+  const prefix = path.join(os.tmpdir(), `tunekit-nspawn-${tag}-`);
+  const mounts = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
+    .map((l) => (l.split(' ')[1] || '').replace(/\\040/g, ' ')).filter((m) => m.startsWith(prefix))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) {
+    found.push(`mount ${m}`);
+    spawnSync('umount', ['-l', m]);
+  }
+  for (const d of fs.readdirSync(os.tmpdir()).map((n) => path.join(os.tmpdir(), n)).filter((p) => p.startsWith(prefix))) {
+    found.push(`dir ${d}`);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+  return found;
+}
+
+function cmdOf(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 120);
+  } catch {
+    return 'gone';
+  }
+}
+
+const countsOf = (tap) => Object.fromEntries(COUNTS.map((k) => [k, Number((new RegExp(`^# ${k} (\\d+)$`, 'm').exec(tap) || [])[1] || 0)]));
+
+/**
+ * Runs one file in a process group of its own, under its limit. Its TAP goes to
+ * `out` as it comes (`live`) or whole at its end. Resolves its result.
+ */
+function runFile(file, { lane, tag, out, live, limitS = limitOf(lane, file), killGraceMs = KILL_GRACE_MS, leakWaitMs = LEAK_WAIT_MS }) {
   const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['inherit', 'pipe', 'inherit'] });
-    let tail = '';
-    child.stdout.on('data', (chunk) => {
-      out(chunk);
-      tail = (tail + chunk.toString()).slice(-4096);
+    // NODE_TEST_CONTEXT: set when this runs inside a test (run-limits.test.js);
+    // node's runner would then refuse to run the file.
+    const env = { ...process.env };
+    delete env.NODE_TEST_CONTEXT;
+    const child = spawn(process.execPath, ['--test', '--test-reporter=tap', file], {
+      cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, TUNEKIT_TEST_TAG: tag },
     });
-    // Ctrl-C reaches the child through the terminal; a SIGTERM to this runner
-    // is passed on, so the tests' own clean-up runs.
-    const forward = () => child.kill('SIGTERM');
-    process.once('SIGTERM', forward);
-    child.on('close', (code, signal) => {
-      process.removeListener('SIGTERM', forward);
-      const counts = Object.fromEntries(COUNTS.map((k) => [k, Number((new RegExp(`^# ${k} (\\d+)$`, 'm').exec(tail) || [])[1] || 0)]));
-      resolve({ code: code ?? (signal ? 1 : 0), started, seconds: (Date.now() - started) / 1000, counts });
+    running.add(child.pid);
+    const kept = [];
+    let tail = '';
+    const keep = (chunk) => { tail = (tail + chunk.toString()).slice(-TAIL_CHARS); };
+    child.stdout.on('data', (chunk) => {
+      keep(chunk);
+      if (live) out(chunk);
+      else kept.push(chunk);
+    });
+    child.stderr.on('data', (chunk) => {
+      keep(chunk);
+      process.stderr.write(chunk);
+    });
+    let timedOut = false;
+    let killer = null;
+    const limit = setTimeout(() => {
+      timedOut = true;
+      try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone */ }
+      killer = setTimeout(() => {
+        killer = null;
+        try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
+      }, killGraceMs);
+    }, limitS * 1000);
+    // Done when its output is all read; a process that left the group but
+    // holds its stdout (a daemon) gets LEAK_WAIT_MS, then the pipes are closed.
+    let done = false;
+    let drained = null;
+    const groupAlive = () => { try { process.kill(-child.pid, 0); return true; } catch { return false; } };
+    const finish = async (code, signal) => {
+      if (done) return;
+      done = true;
+      clearTimeout(drained);
+      clearTimeout(limit);
+      // Past the limit, the group's processes get their grace to clean up after
+      // SIGTERM (node's runner itself exits on it at once); then the SIGKILL.
+      while (timedOut && groupAlive() && killer) await new Promise((r) => setTimeout(r, 100));
+      clearTimeout(killer);
+      // What is left of the group now is stray (a grandchild that ignored SIGTERM).
+      try { process.kill(-child.pid, 'SIGKILL'); } catch { /* none left */ }
+      running.delete(child.pid);
+      const seconds = (Date.now() - started) / 1000;
+      if (!live) out(Buffer.concat(kept));
+      const counts = countsOf(tail);
+      const problems = [];
+      if (timedOut) {
+        problems.push(`${file} exceeded its limit of ${limitS} s (test/run.js limitOf): its process group got SIGTERM, then SIGKILL after ${killGraceMs / 1000} s`);
+      }
+      const left = sweep(tag, leakWaitMs);
+      if (left.length) problems.push(`${file} left behind (now ended and removed): ${left.join('; ')}`);
+      if (problems.length) {
+        counts.fail += 1;
+        const last = tail.split('\n').slice(-40).join('\n# ');
+        out(`not ok - ${problems.join('\n# ')}\n# its last output:\n# ${last}\n`);
+      }
+      resolve({ file, limitS, seconds, code: problems.length ? (code || 1) : (code ?? (signal ? 1 : 0)), counts });
+    };
+    child.on('close', finish);
+    child.on('exit', (code, signal) => {
+      drained = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        finish(code, signal);
+      }, LEAK_WAIT_MS);
     });
   });
 }
 
+// Runs one lane's files, lane.concurrency at a time.
+async function runLane(lane, files, { runId, out, live }) {
+  const started = Date.now();
+  const queue = files.map((file, i) => ({ file, tag: `${runId}${lane.name[0]}${i}` }));
+  const results = [];
+  const worker = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) {
+      results.push(await runFile(job.file, { lane, tag: job.tag, out, live: live && lane.concurrency === 1 }));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(lane.concurrency, files.length) }, worker));
+  const counts = Object.fromEntries(COUNTS.map((k) => [k, results.reduce((s, r) => s + r.counts[k], 0)]));
+  const code = (results.find((r) => r.code) || { code: 0 }).code;
+  return { lane, files, started, seconds: (Date.now() - started) / 1000, code, counts, results };
+}
+
 // The lanes of one chain one after another; `out` takes their TAP.
-async function runChain(chain, wanted, tmp, out) {
+async function runChain(chain, wanted, ctx) {
   const results = [];
   for (const lane of chain) {
     const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf);
-    if (!files.length) continue;
-    const table = path.join(tmp, `${lane.name}.txt`);
-    results.push({ lane, files, table, ...await runLane(lane, files, table, out) });
+    if (files.length) results.push(await runLane(lane, files, ctx));
   }
   return results;
 }
 
-// The chains of one phase side by side: the first printed live, the others
-// kept in memory and printed after it, each whole.
-async function runPhase(chains, wanted, tmp) {
+// The chains of one phase side by side: the first printed as it comes, the
+// others kept in memory and printed after it, each whole.
+async function runPhase(chains, wanted, runId) {
   const runs = chains.map((chain, i) => {
     const kept = [];
-    const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(c);
-    return { kept, done: runChain(chain, wanted, tmp, out) };
+    const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(Buffer.from(c));
+    return { kept, done: runChain(chain, wanted, { runId, out, live: i === 0 }) };
   });
   const results = [];
   for (const r of runs) {
@@ -102,11 +263,12 @@ async function runPhase(chains, wanted, tmp) {
 }
 
 // A lane's line (when it started, after the first lane's start, and its wall
-// time) and its files' seconds.
+// time) and its files' seconds, slowest first, each with its limit.
 function laneReport(r, t0) {
-  const rows = fs.existsSync(r.table) ? fs.readFileSync(r.table, 'utf8').trimEnd() : '(no durations: the runner stopped first)';
+  const rows = [...r.results].sort((a, b) => b.seconds - a.seconds)
+    .map((f) => `${f.seconds.toFixed(1).padStart(8)} s  ${f.file}  (limit ${f.limitS} s${f.code ? `, exit ${f.code}` : ''})`);
   const from = ((r.started - t0) / 1000).toFixed(0);
-  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time, from +${from} s, ${r.seconds.toFixed(1)} s wall, exit ${r.code}\n${rows}`;
+  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time, from +${from} s, ${r.seconds.toFixed(1)} s wall, exit ${r.code}\n${rows.join('\n')}`;
 }
 
 async function main(argv) {
@@ -116,31 +278,30 @@ async function main(argv) {
     return 2;
   }
   const wanted = argv.length ? argv : SUITES;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-durations-'));
+  // Every file's tag starts with this run's id: short, as it names dirs.
+  const runId = `t${crypto.randomBytes(3).toString('hex')}`;
   const started = Date.now();
   const report = [];
   const total = Object.fromEntries(COUNTS.map((k) => [k, 0]));
   let exit = 0;
-  try {
-    for (const lanes of PHASES) {
-      const results = await runPhase(lanes, wanted, tmp);
-      for (const r of results) {
-        if (r.code && !exit) exit = r.code;
-        for (const k of COUNTS) total[k] += r.counts[k];
-        report.push(laneReport(r, started));
-      }
+  for (const lanes of PHASES) {
+    const results = await runPhase(lanes, wanted, runId);
+    for (const r of results) {
+      if (r.code && !exit) exit = r.code;
+      for (const k of COUNTS) total[k] += r.counts[k];
+      report.push(laneReport(r, started));
     }
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
   }
   const text = `${report.join('\n\n')}\n\nall lanes: ${((Date.now() - started) / 1000).toFixed(1)} s wall\n`;
   fs.writeFileSync(DURATIONS, text);
-  process.stdout.write(`# seconds per test file (sum of its top-level tests), in ${path.relative(ROOT, DURATIONS)}:\n${text.trimEnd().replace(/^/gm, '# ')}\n`);
-  // One closing line over every lane (each lane's TAP ends with its own counts).
+  process.stdout.write(`# seconds per test file (wall), in ${path.relative(ROOT, DURATIONS)}:\n${text.trimEnd().replace(/^/gm, '# ')}\n`);
+  // One closing line over every lane (each file's TAP ends with its own counts).
   const failed = total.fail + total.cancelled;
   process.stdout.write(`tests: ${total.pass} passed, ${failed} failed, ${total.skipped} skipped\n`);
   if (!exit && failed) exit = 1;
   return exit;
 }
 
-main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+if (require.main === module) main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+
+module.exports = { runFile, limitOf, sweep, filesOf, PHASES };
