@@ -2,8 +2,9 @@
 // The Node side of the kit's templating: a nunjucks environment configured to
 // render the repo's Jinja2 templates byte for byte as Ansible's template module
 // does (trim_blocks on, lstrip_blocks off, undefined names are errors), plus the
-// few Jinja2 built-in filters nunjucks lacks. Templates use only what both
-// engines share; test/checks/nginx-render-parity.test.js proves the bytes match.
+// few Jinja2 built-in filters nunjucks lacks and the Ansible filters and tests the
+// templates use. Templates use only what both engines share;
+// test/checks/nginx-render-parity.test.js proves the bytes match.
 
 const nunjucks = require('nunjucks');
 const { Compiler } = require('nunjucks/src/compiler');
@@ -86,6 +87,15 @@ function jinjaMatchTest(value, pattern) {
   return new RegExp(`^(?:${pattern})`).test(String(value));
 }
 
+// Ansible's `dirname` filter (Python's os.path.dirname): "/srv/app/x.js" -> "/srv/app".
+function jinjaDirname(value) {
+  const text = String(value);
+  const i = text.lastIndexOf('/');
+  if (i < 0) return '';
+  const head = text.slice(0, i + 1);
+  return /^\/+$/.test(head) ? head : head.replace(/\/+$/, '');
+}
+
 function createEnv(searchPaths = [ROOT]) {
   const loader = new nunjucks.FileSystemLoader(searchPaths, { noCache: true });
   const env = new nunjucks.Environment(loader, {
@@ -97,6 +107,7 @@ function createEnv(searchPaths = [ROOT]) {
   env.addFilter('max', jinjaMax);
   env.addFilter('min', jinjaMin);
   env.addFilter('tojson', jinjaToJson);
+  env.addFilter('dirname', jinjaDirname);
   env.addTest('version', jinjaVersionTest);
   env.addTest('match', jinjaMatchTest);
   return env;

@@ -70,7 +70,8 @@ async function main(argv) {
   const flags = [];
   const version = opts['nginx-version'];
   if (version !== undefined) flags.push({ key: 'tunekit_nginx_version', value: version, where: `--nginx-version ${version}` });
-  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags });
+  // A host's files (not a --prefix tree, which runs as you): the app unit's sandbox is checked too.
+  const vars = config.resolve({ varsFiles: opts.vars, set: opts.set, flags, host: !opts.prefix });
   // Before anything is written, with or without --prefix/--check.
   for (const set of appSets(vars)) renderer.requireAbsolutePaths(set);
   if (opts.app !== undefined) requireApp(vars, opts.app); // before anything is written

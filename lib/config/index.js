@@ -193,9 +193,12 @@ function evaluate(raw, checkValue = () => {}) {
  *                                     (where: "--workers 4"), applied last
  * @param {boolean}  [opts.check=true] refuse sets that break a cross-layer rule
  *                                     (the types are checked always)
+ * @param {boolean}  [opts.host=false] the set is for a host's files (`tunekit render`
+ *                                     without --prefix): the rules of scope host (the
+ *                                     app unit's sandbox) are checked too
  * @returns {object} every tunekit_* variable with its final value
  */
-function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check = true } = {}) {
+function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check = true, host = false } = {}) {
   const raw = loadDefaults();
   const defaults = { ...raw };
   const known = Object.keys(raw);
@@ -234,13 +237,13 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
   const env = createEnv();
   let problems;
   if (Array.isArray(vars.tunekit_apps) && vars.tunekit_apps.length) {
-    const { resolved, refusals } = resolveApps(raw, vars, { typeOf, where, known: new Set(known), env });
+    const { resolved, refusals } = resolveApps(raw, vars, { typeOf, where, known: new Set(known), env, host });
     vars.tunekit_apps_resolved = resolved;
     vars.tunekit_host_cpus = apps.hostCpus(vars);
     // Each app's set holds the host-wide values too, so the apps' refusals are all of them.
     problems = check ? refusals : [];
   } else {
-    problems = check ? checkVars(vars, env) : [];
+    problems = check ? checkVars(vars, env, { host }) : [];
   }
   if (problems.length === 1) throw new ConfigError(`inconsistent settings: ${problems[0]}`);
   if (problems.length) throw new ConfigError(`inconsistent settings:\n  - ${problems.join('\n  - ')}`);
@@ -253,13 +256,13 @@ function resolve({ varsFiles = [], set = [], overrides = {}, flags = [], check =
  * app's set (refusals prefixed "app NAME: ") and the cross-app checks on all.
  * @returns {{resolved: object[], refusals: string[]}}
  */
-function resolveApps(raw, host, { typeOf, where, known, env }) {
-  const list = host.tunekit_apps;
+function resolveApps(raw, hostWide, { typeOf, where, known, env, host }) {
+  const list = hostWide.tunekit_apps;
   const entryProblems = apps.entryProblems(list, known);
   if (entryProblems.length === 1) throw new ConfigError(entryProblems[0]);
   if (entryProblems.length) throw new ConfigError(`tunekit_apps:\n  - ${entryProblems.join('\n  - ')}`);
-  const cpus = apps.hostCpus(host);
-  const values = apps.divideCpus(apps.entryValues(list, host), host, cpus);
+  const cpus = apps.hostCpus(hostWide);
+  const values = apps.divideCpus(apps.entryValues(list, hostWide), hostWide, cpus);
   const resolved = values.map((own, i) => {
     const from = `tunekit_apps[${i}] (${list[i].name})`;
     const appWhere = { ...where, ...Object.fromEntries(Object.keys(own).map((k) => [k, from])) };
@@ -268,10 +271,10 @@ function resolveApps(raw, host, { typeOf, where, known, env }) {
     return evaluate(appRaw, (k, v) => refuseWrongTypes([k], { [k]: v }, typeOf, { [k]: derivedFrom(appRaw[k], appWhere[k]) }));
   });
   // A refusal every app's set gives alike (a host-wide value) is said once, unprefixed.
-  const each = resolved.map((app) => checkVars(app, env));
+  const each = resolved.map((app) => checkVars(app, env, { host }));
   const common = [...new Set(each.flat())].filter((p) => each.every((list) => list.includes(p)));
   const own = each.flatMap((list, i) => list.filter((p) => !common.includes(p)).map((p) => `app ${resolved[i].tunekit_app_name}: ${p}`));
-  const across = env.render(apps.APPS_CHECKS_TEMPLATE, { ...host, tunekit_host_cpus: cpus, tunekit_apps_resolved: resolved })
+  const across = env.render(apps.APPS_CHECKS_TEMPLATE, { ...hostWide, tunekit_host_cpus: cpus, tunekit_apps_resolved: resolved })
     .split('\n').map((l) => l.trim()).filter(Boolean);
   return { resolved, refusals: [...common, ...own, ...across] };
 }
@@ -324,9 +327,12 @@ function requireNginxVersion(vars) {
     'or install nginx here: apt-get install -y nginx');
 }
 
-/** The cross-layer rules broken by a resolved set: one refusal per rule (rules.js). */
-function checkVars(vars, env = createEnv()) {
-  return rules.refusals(vars, env);
+/**
+ * The cross-layer rules broken by a resolved set: one refusal per rule (rules.js);
+ * with host, the rules of scope host too (the set is for a host's files).
+ */
+function checkVars(vars, env = createEnv(), { host = false } = {}) {
+  return rules.refusals(vars, env, undefined, { scopes: host ? ['host'] : [] });
 }
 
 /**

@@ -15,6 +15,10 @@ const { readDefinition } = require('./definition');
 const RULES_FILE = 'roles/tunekit/vars/rules.yml';
 const CHECKS_TEMPLATE = 'roles/tunekit/templates/checks.j2';
 const LEVELS = ['fail', 'warn'];
+// A rule's scope, where it applies beyond "wherever a set is resolved": host, the
+// files as a host runs them (the app unit's sandbox), which a resolve for the
+// local stack, the runner or the pod leaves out (rules.yml's header).
+const SCOPES = ['host'];
 
 /** The table, each rule checked for the fields the evaluators need. */
 function load(file = path.join(ROOT, RULES_FILE)) {
@@ -25,6 +29,7 @@ function load(file = path.join(ROOT, RULES_FILE)) {
     if (!r.id || seen.has(r.id)) throw new Error(`${where}: every rule needs an id of its own`);
     seen.add(r.id);
     if (!LEVELS.includes(r.level)) throw new Error(`${where}: level must be ${LEVELS.join(' or ')}, not ${r.level}`);
+    if ('scope' in r && !SCOPES.includes(r.scope)) throw new Error(`${where}: scope must be ${SCOPES.join(' or ')} when given, not ${r.scope}`);
     if (!/^\{\{.*\}\}$/s.test(String(r.when).trim())) throw new Error(`${where}: when must be one "{{ expression }}"`);
     if (typeof r.says !== 'string') throw new Error(`${where}: says must be the refusal text`);
   }
@@ -46,8 +51,10 @@ function says(rule, vars, env = createEnv()) {
  * The refusals checks.j2 prints for a resolved set: the same template the role
  * renders, over the table with `when` evaluated and `says` rendered on access
  * (lazily, as Ansible renders a variable), so a rule that holds is never rendered.
+ * `scopes`: the scoped rules to include besides the unscoped ones (['host'] for
+ * a host's files; the role includes them all).
  */
-function refusals(vars, env = createEnv(), rules = load()) {
+function refusals(vars, env = createEnv(), rules = load(), { scopes = [] } = {}) {
   const tunekit_rules = rules.map((r) => ({
     ...r,
     when: broken(r, vars, env),
@@ -55,7 +62,7 @@ function refusals(vars, env = createEnv(), rules = load()) {
       return says(r, vars, env);
     },
   }));
-  return env.render(CHECKS_TEMPLATE, { ...vars, tunekit_rules })
+  return env.render(CHECKS_TEMPLATE, { ...vars, tunekit_rules, tunekit_rule_scopes: scopes })
     .split('\n')
     .map((l) => l.trim())
     .filter(Boolean);
@@ -80,4 +87,4 @@ function upstreamDefault(key, definition = definitionRead) {
   return /^\d+$/.test(word[0]) ? Number(word[0]) : word[0];
 }
 
-module.exports = { RULES_FILE, CHECKS_TEMPLATE, load, broken, says, refusals, upstreamDefault };
+module.exports = { RULES_FILE, CHECKS_TEMPLATE, SCOPES, load, broken, says, refusals, upstreamDefault };

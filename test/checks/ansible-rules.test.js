@@ -45,3 +45,29 @@ test('the status listener\'s rules (a non-loopback address, a site port) read th
     assert.deepEqual(await roleRefusals(t, ok), [], JSON.stringify(ok));
   }
 });
+
+test('the app unit\'s sandbox: the role refuses an app in a home, under /tmp, or a bad opened folder with render\'s lines, and takes an opened one', async (t) => {
+  const hostRefusals = (set) => config.checkVars(config.resolve({ overrides: { tunekit_nginx_version: '1.22.1', ...set }, check: false }), undefined, { host: true });
+  const cases = [
+    [{ tunekit_app_module: '/home/me/myapp/app.js' }, /^tunekit_app_module=\/home\/me\/myapp\/app\.js is under \/home, .* tunekit_app_read_only_paths=\[\/home\/me\/myapp\]/],
+    [{ tunekit_app_module: '/var/tmp/myapp/app.js' }, /^tunekit_app_module=\/var\/tmp\/myapp\/app\.js is under \/var\/tmp, and the app's unit has a private one/],
+    [{ tunekit_app_source_dir: '/home/deploy/shop', tunekit_app_module: 'server.js', tunekit_app_read_only_paths: ['/home/deploy/shop2'] },
+      /^tunekit_app_module=server\.js \(\/home\/deploy\/shop\/server\.js, in tunekit_app_source_dir\) is under \/home/],
+    [{ tunekit_node_bin: '/root/.nvm/versions/node/v22.11.0/bin/node', tunekit_app_install_dir: '/tmp/tk' },
+      /^tunekit_node_bin=\/root\/\.nvm\/versions\/node\/v22\.11\.0\/bin\/node is out of the app unit's sight; tunekit_app_install_dir=\/tmp\/tk is out of the app unit's sight;/],
+    [{ tunekit_app_read_only_paths: ['/home/me/../x', '/home/me/my.app'] }, /^tunekit_app_read_only_paths=\[\/home\/me\/\.\.\/x, \/home\/me\/my\.app\] may list only folders inside/],
+  ];
+  for (const [set, re] of cases) {
+    const expected = hostRefusals(set);
+    assert.equal(expected.length, 1, expected.join('\n'));
+    assert.match(expected[0], re);
+    assert.deepEqual(await roleRefusals(t, set), expected, JSON.stringify(set));
+  }
+  // Opened (a dot in the folder's name, matched as a dot), elsewhere, or under PM2: nothing to refuse.
+  for (const ok of [{ tunekit_app_module: '/home/me/my.app/app.js', tunekit_app_read_only_paths: ['/home/me/my.app'] },
+    { tunekit_app_module: '/srv/myapp/app.js' },
+    { tunekit_app_module: '/home/me/myapp/app.js', tunekit_process_manager: 'pm2' }]) {
+    assert.deepEqual(hostRefusals(ok), [], JSON.stringify(ok));
+    assert.deepEqual(await roleRefusals(t, ok), [], JSON.stringify(ok));
+  }
+});

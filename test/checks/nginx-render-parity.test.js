@@ -22,7 +22,9 @@ const SETS = {
   // Each set names an nginx version, so both sides of every version branch
   // (docs/versions.md) are rendered by both engines.
   uds: { varsFiles: [], set: ['tunekit_nginx_version=1.18.0'] },
-  tcp: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3101'] },
+  // An app in a home, its folder opened to the unit (ProtectHome=tmpfs, BindReadOnlyPaths=).
+  tcp: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3101',
+    'tunekit_app_module=/home/me/my.app/app.js', 'tunekit_app_read_only_paths=[/home/me/my.app, /home/me/lib]'] },
   per_worker: { varsFiles: [profile('small.yml')], set: ['tunekit_nginx_version=1.26.3', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] },
   sticky: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=2', 'tunekit_nginx_upstream_sticky=true'] },
   stock: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.30.6', 'tunekit_app_tcp_host=::1'] },
@@ -103,6 +105,9 @@ test('Node and Ansible render every manifest template to the same bytes', { time
   const up = (name) => fs.readFileSync(path.join(tmp, 'node', name, 'etc/nginx/tunekit/upstream.conf'), 'utf8');
   assert.match(up('per_worker'), /server unix:\/run\/tunekit-app\/app\.sock\.3 /);
   assert.match(up('tcp'), /server 127\.0\.0\.1:3101 /);
+  const unit = (name) => fs.readFileSync(path.join(tmp, 'node', name, 'etc/systemd/system/tunekit-app.service'), 'utf8');
+  assert.match(unit('tcp'), /^ProtectHome=tmpfs\nBindReadOnlyPaths=\/home\/me\/my\.app \/home\/me\/lib$/m);
+  assert.match(unit('uds'), /^ProtectHome=yes$/m);
   assert.ok(!fs.existsSync(path.join(tmp, 'ansible', 'stock', 'etc/nginx/tunekit/upstream.conf')));
   // Several apps: each its own settings and unit, its upstream block and its location.
   assert.match(up('apps'), /upstream api \{[^}]*server unix:\/run\/api\/app\.sock\.1 [^}]*server unix:\/run\/api\/app\.sock\.2 /);

@@ -65,6 +65,25 @@ for (const activation of [false, true]) {
   });
 }
 
+// An app in a home directory (tunekit_app_read_only_paths): the homes become an
+// empty read-only tmpfs with the app's folder bound into it. verify loads both
+// directives without a word, and systemd-analyze security rates the unit as the
+// default one (252: 1.2; ProtectHome=tmpfs counts 0.1 of the home item, yes 0).
+test('an app in a home: ProtectHome=tmpfs and BindReadOnlyPaths= pass verify, exposure 2.0 or lower', { skip }, (t) => {
+  const { vars, unitDir } = renderUnits(t, ['tunekit_app_module=/home/me/myapp/app.js', 'tunekit_app_read_only_paths=[/home/me/myapp, /home/me/lib]']);
+  const file = path.join(unitDir, `${vars.tunekit_app_name}.service`);
+  const unit = fs.readFileSync(file, 'utf8');
+  assert.match(unit, /^ProtectHome=tmpfs\nBindReadOnlyPaths=\/home\/me\/myapp \/home\/me\/lib$/m);
+  const r = analyze(['verify', file], unitDir);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stderr, '', 'no warnings from verify');
+  const score = exposure(file, unitDir);
+  t.diagnostic(`systemd-analyze security --offline=true: exposure ${score}`);
+  assert.ok(score <= 2.0, `exposure ${score} is above 2.0`);
+  const home = analyze(['security', '--offline=true', '--no-pager', file], unitDir).stdout.split('\n').find((l) => /ProtectHome=/.test(l));
+  assert.match(home, /fake empty home directories/, 'systemd reads it as empty homes, not read-only ones');
+});
+
 test('the nginx drop-in loads onto nginx.service and sets LimitNOFILE', { skip }, (t) => {
   const { vars, unitDir } = renderUnits(t, []);
   const dropIn = fs.readFileSync(path.join(unitDir, 'nginx.service.d/tunekit.conf'), 'utf8');
