@@ -131,6 +131,16 @@ function invocation() {
   return `node ${rel.startsWith('..') || path.isAbsolute(rel) ? cli : rel}`;
 }
 
+/**
+ * This command again, as root: `sudo node bin/tunekit.js NAME ARGS...`, each
+ * argument quoted for sh where it needs it; what a command that needs root (or
+ * a path only root may write) offers in its one line.
+ */
+function asRoot(name, argv) {
+  const quote = (a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${String(a).replace(/'/g, "'\\''")}'`);
+  return `sudo ${invocation()} ${[name, ...argv].map(quote).join(' ')}`;
+}
+
 /** With -h/--help among the parsed values: print the command's help and say so (its main returns 0). */
 function printedHelp(command, values) {
   if (!values.help) return false;
@@ -138,4 +148,4 @@ function printedHelp(command, values) {
   return true;
 }
 
-module.exports = { helpText, parse, printedHelp, flagText, invocation };
+module.exports = { helpText, parse, printedHelp, flagText, invocation, asRoot };

@@ -158,11 +158,14 @@ function generate({ write = true, generators = GENERATORS } = {}) {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
   const changes = [];
+  const stale = [];
   for (const [file, content] of pending) {
     if (current(file) === content) continue;
-    if (write) renderer.writeAtomic(path.join(ROOT, file), content, 0o644);
+    stale.push({ dest: file, content, mode: 0o644 });
     changes.push({ file, change: 'written' });
   }
+  // All written or none (lib/files.js writeTree), then what no generator produces removed.
+  if (write && stale.length) renderer.writeFiles(ROOT, stale);
   for (const file of removed) {
     if (write) fs.rmSync(path.join(ROOT, file));
     changes.push({ file, change: 'removed' });

@@ -7,7 +7,7 @@
 // lib/render.js), rendered with the pod's paths, port and worker counts
 // (podOverrides: the `# Pod:` lines of the definition); the Kubernetes objects
 // are the templates listed in kubernetes/templates.yml. Everything is rendered
-// in memory before a file is written (lib/render.js writeAtomic).
+// in memory before a file is written, then all or nothing (lib/render.js writeFiles).
 
 const crypto = require('node:crypto');
 const apps = require('./config/apps');
@@ -123,18 +123,13 @@ function renderEachApp(host, { varsFiles, set, overrides }) {
 }
 
 /**
- * Render and write the manifests under outDir (each through a temp file and a rename).
+ * Render and write the manifests under outDir, all or nothing (lib/render.js writeFiles).
+ * @param {object} [opts]  renderKubernetes's, and writeFiles's what and asRoot
  * @returns {{files: string[], vars: object}}
  */
-function writeKubernetes(outDir, opts = {}) {
+function writeKubernetes(outDir, { what, asRoot, ...opts } = {}) {
   const { files, vars } = renderKubernetes(opts);
-  const root = path.resolve(outDir);
-  const written = [];
-  for (const f of files) {
-    const file = path.join(root, f.dest);
-    renderer.writeAtomic(file, f.content, 0o644);
-    written.push(file);
-  }
+  const written = renderer.writeFiles(outDir, files.map((f) => ({ dest: f.dest, content: f.content, mode: 0o644 })), { what, asRoot });
   return { files: written, vars };
 }
 

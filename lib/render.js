@@ -4,8 +4,11 @@
 // list the Ansible roles read) becomes OUT/<dest>.
 //
 // All templates are rendered into memory first; files are written only when every
-// one rendered, each through a temp file in its own directory and a rename, so a
-// reader never sees a half-written file and a failed render writes nothing.
+// one rendered, and then all or nothing (lib/files.js writeTree): the tree is
+// written into a staging directory on OUT's file system and each file renamed
+// into place, so a reader never sees a half-written file, and a render that fails
+// on the way (a path it cannot write, a file where a directory goes) leaves OUT
+// as it was, files already there kept, and says which path and why in one line.
 //
 // prefix mode (`tunekit render --prefix`): the tree is made self-contained and
 // runnable by the user who renders it. File contents use paths under OUT (conf dir,
@@ -26,7 +29,7 @@ const apps = require('./config/apps');
 const { readDefinition } = require('./config/definition');
 const { ConfigError } = require('./errors');
 const { nginxBinary } = require('./nginx');
-const { makeDirs } = require('./files');
+const { writeTree, reason } = require('./files');
 const accounts = require('./accounts');
 const tls = require('./tls');
 
@@ -140,14 +143,15 @@ function templateError(src, err) {
 /**
  * A prefixed tree with TLS on runs without the host's certificate: when the
  * certificate or key is missing under the tree, a throwaway leaf and the CA
- * that signed it (ca.pem, next to the certificate) are made there.
+ * that signed it (ca.pem, next to the certificate) are made there. at(path):
+ * where a path of the tree is written (its staging directory).
  */
-function throwawayCertificate(vars, algorithm) {
+function throwawayCertificate(vars, algorithm, at) {
   const cert = vars.tunekit_nginx_tls_certificate;
   const key = vars.tunekit_nginx_tls_certificate_key;
   if (fs.existsSync(cert) && fs.existsSync(key)) return;
-  const dir = path.dirname(cert);
-  tls.makeLeaf(dir, tls.makeCA(dir), { cert, key }, { algorithm });
+  const dir = at(path.dirname(cert));
+  tls.makeLeaf(dir, tls.makeCA(dir), { cert: at(cert), key: at(key) }, { algorithm });
 }
 
 /**
@@ -218,17 +222,25 @@ function renderOne(env, src, vars) {
   }
 }
 
-function writeAtomic(file, content, mode) {
-  makeDirs(path.dirname(file));
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
-  try {
-    fs.writeFileSync(tmp, content, { mode });
-    fs.chmodSync(tmp, mode);
-    fs.renameSync(tmp, file);
-  } catch (err) {
-    fs.rmSync(tmp, { force: true });
-    throw err;
-  }
+/** Write one file of a tree being built (writeTree's staging directory), its mode as given. */
+function writeFile(file, content, mode) {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, content, { mode });
+  fs.chmodSync(file, mode);
+}
+
+/**
+ * Write files [{dest, content, mode}] under outDir (dest: a host path, "/etc/x"),
+ * all or nothing (lib/files.js writeTree, whose guarantee this is).
+ * @param {object} [opts]  writeTree's: what (how the user named outDir), asRoot
+ * @returns {string[]} the files written, absolute
+ */
+function writeFiles(outDir, files, opts = {}) {
+  const root = path.resolve(outDir);
+  writeTree(root, (stage) => {
+    for (const f of files) writeFile(path.join(stage, f.dest), f.content, f.mode);
+  }, opts);
+  return files.map((f) => path.join(root, f.dest));
 }
 
 /**
@@ -243,38 +255,39 @@ function writeAtomic(file, content, mode) {
  * @param {string|null} [opts.nginxUser]  prefixed trees: nginx's workers run as this user, the socket
  *   in its primary group (default: the caller and its group)
  * @param {string|null} [opts.only]  of the per-app files, only this app's (tunekit_apps)
+ * @param {string} [opts.what]  how the user named outDir, for messages ("--out /x")
+ * @param {string} [opts.asRoot]  the command line as root, offered when outDir is not writable
  * @returns {{files: string[], dirs: string[], vars: object}} absolute paths written, the values used
  */
-function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null, only = null } = {}) {
+function render(vars, outDir, { prefix = false, layers = null, manifest = null, throwawayKey = 'ec', nginxUser = null, only = null, what, asRoot } = {}) {
   const root = path.resolve(outDir);
   if (!prefix) for (const set of apps.appSets(vars)) requireAbsolutePaths(set); // prefixVars checks them too
   const contentVars = prefix ? prefixVars(vars, root, { nginxUser }) : vars;
   const rendered = renderAll(vars, { contentVars, layers, manifest, only });
-  const files = [];
-  for (const r of rendered) {
-    const file = path.join(root, r.dest);
-    writeAtomic(file, r.content, r.mode);
-    files.push(file);
-  }
-  const dirs = [];
-  if (prefix) {
-    for (const d of runtimeDirs(contentVars)) {
-      makeDirs(d);
-      dirs.push(d);
-    }
-    if (contentVars.tunekit_nginx_tls) {
-      makeDirs(contentVars.tunekit_nginx_acme_webroot);
-      dirs.push(contentVars.tunekit_nginx_acme_webroot);
-      throwawayCertificate(contentVars, throwawayKey);
-    }
-    // The socket's directory: searchable by the socket group only (0750), as
-    // systemd's RuntimeDirectory makes it on a host.
-    for (const socketDir of new Set(apps.appSets(contentVars).map((a) => a.tunekit_socket_dir))) {
-      makeDirs(socketDir, { mode: 0o750 });
-      dirs.push(socketDir);
-    }
-  }
-  return { files, dirs, vars: contentVars, rendered: rendered.map(({ dest, src, layer, app }) => ({ dest, src, layer, ...(app ? { app } : {}) })) };
+  // A prefixed tree's directories: the runtime ones, the ACME webroot with TLS, and
+  // the socket's, searchable by the socket group only (0750), as systemd's
+  // RuntimeDirectory makes it on a host. All under root (their keys say Prefix: yes).
+  const dirs = !prefix ? [] : [
+    ...runtimeDirs(contentVars).map((dir) => ({ dir })),
+    ...(contentVars.tunekit_nginx_tls ? [{ dir: contentVars.tunekit_nginx_acme_webroot }] : []),
+    ...[...new Set(apps.appSets(contentVars).map((a) => a.tunekit_socket_dir))].map((dir) => ({ dir, mode: 0o750 })),
+  ];
+  writeTree(root, (stage) => {
+    const at = (p) => {
+      const rel = path.relative(root, p);
+      if (rel.startsWith('..') || path.isAbsolute(rel)) throw new Error(`${p} is outside the prefixed tree ${root}: its variable needs "# Prefix: yes"`);
+      return path.join(stage, rel);
+    };
+    for (const r of rendered) writeFile(path.join(stage, r.dest), r.content, r.mode);
+    for (const d of dirs) fs.mkdirSync(at(d.dir), { recursive: true, ...(d.mode ? { mode: d.mode } : {}) });
+    if (prefix && contentVars.tunekit_nginx_tls) throwawayCertificate(contentVars, throwawayKey, at);
+  }, { what, asRoot });
+  return {
+    files: rendered.map((r) => path.join(root, r.dest)),
+    dirs: dirs.map((d) => d.dir),
+    vars: contentVars,
+    rendered: rendered.map(({ dest, src, layer, app }) => ({ dest, src, layer, ...(app ? { app } : {}) })),
+  };
 }
 
 /**
@@ -389,7 +402,12 @@ function checkNginx(prefixedVars) {
  * run `nginx -t` on it, remove it. Throws a ConfigError with nginx's message.
  */
 function validate(vars, { layers = null } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-check-'));
+  let dir;
+  try {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-check-'));
+  } catch (err) {
+    throw new ConfigError(`--check renders a copy in ${os.tmpdir()} first and cannot write there (${reason(err)}); set TMPDIR to a directory you can write`);
+  }
   try {
     const { vars: pv } = render(vars, dir, { prefix: true, layers: layers ? [...new Set([...layers, 'nginx'])] : null });
     const r = checkNginx(pv);
@@ -415,5 +433,5 @@ module.exports = {
   render,
   checkNginx,
   validate,
-  writeAtomic,
+  writeFiles,
 };

@@ -4,7 +4,8 @@
 //
 // Resolves the one definition (lib/config: defaults < --vars files < --set),
 // refuses an inconsistent set (naming both values), renders every template of the
-// manifest into memory, and only then writes the tree under DIR.
+// manifest into memory, and only then writes the tree under DIR, all or nothing
+// (lib/files.js writeTree): a failure leaves DIR as it was and says which path and why.
 
 const path = require('node:path');
 const { UsageError } = require('../../lib/errors');
@@ -13,7 +14,6 @@ const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const kubernetes = require('../../lib/kubernetes');
 const { nginxVersion } = require('../../lib/nginx');
-const { makeDirs } = require('../../lib/files');
 const { appSets, requireApp } = require('../../lib/config/apps');
 
 const TARGETS = ['host', 'kubernetes'];
@@ -24,7 +24,10 @@ const COMMAND = {
   about: 'Write the files a host needs (nginx, the app\'s settings, systemd units, sysctl) under DIR ' +
     'at their host paths (DIR/etc/nginx/nginx.conf, ...), then the numbered steps that install them. ' +
     'Every value comes from the one definition (roles/tunekit/defaults/main/), overridden by ' +
-    '--vars files and --set pairs; an inconsistent or unusable set is refused before anything is written.',
+    '--vars files and --set pairs; an inconsistent or unusable set is refused before anything is written. ' +
+    'Files already under DIR that the kit does not write are kept, and the kit\'s are written all or nothing: ' +
+    'when one cannot be written (a path you may not write, a file where a directory goes), DIR is left as it was, ' +
+    'the files it replaced put back, and the error names the path and why.',
   options: {
     out: { type: 'string', value: 'DIR', help: 'where to write the tree (required)' },
     vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE, e.g. ansible/profiles/small.yml' },
@@ -46,14 +49,14 @@ const COMMAND = {
 
 const parse = (argv) => command.parse(COMMAND, argv).values;
 
-function renderKubernetes(opts) {
+function renderKubernetes(opts, written) {
   if (opts.prefix || opts.check || opts.layer.length) {
     throw new UsageError('--prefix, --check and --layer apply to --target host only');
   }
   const overrides = {};
   if (opts['nginx-version'] !== undefined) overrides.tunekit_nginx_version = opts['nginx-version'];
   const outDir = path.resolve(opts.out);
-  const { files } = kubernetes.writeKubernetes(outDir, { varsFiles: opts.vars, set: opts.set, overrides });
+  const { files } = kubernetes.writeKubernetes(outDir, { varsFiles: opts.vars, set: opts.set, overrides, ...written });
   console.log(`wrote ${files.length} Kubernetes manifests under ${outDir}:`);
   for (const f of files) console.log(`  ${path.relative(outDir, f)}`);
   console.log(`apply them: kubectl apply -f ${outDir}`);
@@ -64,7 +67,9 @@ async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
   if (!opts.out) throw new UsageError('--out DIR is required; see tunekit render --help');
-  if (opts.target === 'kubernetes') return renderKubernetes(opts);
+  // How a failed write names DIR, and the command as root for a DIR only root may write.
+  const written = { what: `--out ${opts.out}`, asRoot: command.asRoot(COMMAND.name, argv) };
+  if (opts.target === 'kubernetes') return renderKubernetes(opts, written);
   const layers = opts.layer.length ? opts.layer : null;
 
   const flags = [];
@@ -92,9 +97,8 @@ async function main(argv) {
     const when = [...new Set(entries.map((e) => (e.when_equals != null ? `${e.when_var}=${e.when_equals}` : `${e.when_var} set`)))];
     throw new UsageError(`layer ${l} has no file with these settings: its files need ${when.join(' or ')} (e.g. --set ${when[0]})`);
   }
-  makeDirs(outDir, { what: `--out ${opts.out}` });
   const only = opts.app === undefined ? null : opts.app;
-  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers, only });
+  const { files, rendered } = renderer.render(vars, outDir, { prefix: opts.prefix, layers, only, ...written });
   // --check: silent but for problems (its nginx -t ran before the write).
   if (opts.check) return 0;
   console.log(`wrote ${files.length} files under ${outDir}:`);
