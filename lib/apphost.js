@@ -187,7 +187,8 @@ function locate(appConfig) {
 
 /** The one line said when there is no app to act on: where it looked, how to point it. */
 function notFound(app) {
-  return `no app found: ${app.why}; start it, or point to its settings with --app-config FILE (the app.json its runner or PM2 app reads)`;
+  return `no app found: ${app.why}; start it, or point to its settings with --app-config FILE (the app.json its runner or PM2 app reads), ` +
+    'or to a stack kept by `tunekit demo --keep` with --stack DIR';
 }
 
 /** Who runs the app, in words: "systemd unit tunekit-app.service (main pid 12)". */

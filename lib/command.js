@@ -20,7 +20,6 @@
 // -h/--help is added to every command. Help lines: the flag and its value's
 // name, what it does, then its allowed values and its default.
 
-const path = require('node:path');
 const { parseCommandLine } = require('./args');
 const { UsageError } = require('./errors');
 
@@ -121,14 +120,9 @@ function parse(command, argv) {
   return { values, positionals };
 }
 
-/**
- * How the user runs this CLI from the current directory, for the commands the
- * CLI prints: `node bin/tunekit.js` in the kit's folder, its absolute path elsewhere.
- */
+/** How the user runs this CLI from the current directory, for the commands the CLI prints (lib/kit.js). */
 function invocation() {
-  const cli = path.resolve(__dirname, '../bin/tunekit.js');
-  const rel = path.relative(process.cwd(), cli);
-  return `node ${rel.startsWith('..') || path.isAbsolute(rel) ? cli : rel}`;
+  return require('./kit').invocation();
 }
 
 /**

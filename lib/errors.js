@@ -22,7 +22,7 @@ class StackError extends KitError {}
 /** A tool the command needs is not installed (wrk, strace, perf). */
 class MissingToolError extends KitError {}
 
-/** An npm package of the kit's is not installed (a clone without `npm ci`). */
+/** An npm package of the kit's is not installed (a clone without `npm ci`, a broken install). */
 class MissingPackageError extends KitError {}
 
 const ROOT = require('node:path').resolve(__dirname, '..');
@@ -30,7 +30,7 @@ const ROOT = require('node:path').resolve(__dirname, '..');
 /** The error that says packages `names` are missing and the command that installs them. */
 function missingPackages(names) {
   const what = names.length === 1 ? `npm package ${names[0]} is` : `npm packages ${names.join(', ')} are`;
-  return new MissingPackageError(`${what} not installed; run \`npm ci\` in ${ROOT}`);
+  return new MissingPackageError(`${what} not installed; ${require('./kit').installCommand()}`);
 }
 
 /**

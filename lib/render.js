@@ -378,7 +378,7 @@ function installSteps(vars, rendered, { outDir, kit }) {
     // Over HTTPS, by the certificate's name (127.0.0.1 is not in it).
     const url = vars.tunekit_nginx_tls ? `https://${vars.tunekit_nginx_server_name === '_' ? 'YOUR-NAME' : vars.tunekit_nginx_server_name}/` : `http://127.0.0.1${port}/`;
     steps.push(`Check the result: curl -s ${url} answers through nginx; ${kit} doctor audits every layer ` +
-      `(run npm ci in ${ROOT} first).`);
+      `${require('./kit').onTheHost()}.`);
   }
   return steps;
 }

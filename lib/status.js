@@ -199,7 +199,7 @@ function locate({ appConfig = doctor.DEFAULT_APP_CONFIG, nginxConf = doctor.DEFA
   try {
     settings = JSON.parse(fs.readFileSync(appConfig, 'utf8'));
   } catch (err) {
-    throw new StatusDown(`${appConfig} ${err.code === 'ENOENT' ? 'does not exist' : `cannot be read (${err.code || err.message})`}: pass --app-config FILE (the runner's app.json)`);
+    throw new StatusDown(`${appConfig} ${err.code === 'ENOENT' ? 'does not exist' : `cannot be read (${err.code || err.message})`}: pass --app-config FILE (the runner's app.json), or --stack DIR (a stack kept by \`tunekit demo --keep\`)`);
   }
   if (!metrics.length && settings.metrics === false) {
     throw new StatusDown(`${appConfig} says "metrics": false: the runner exports nothing (turn on tunekit_metrics, or pass --metrics URL)`);
@@ -207,7 +207,10 @@ function locate({ appConfig = doctor.DEFAULT_APP_CONFIG, nginxConf = doctor.DEFA
   const live = doctor.listeners();
   const app = apphost.find({ appConfig, live });
   const nginx = status ? { statusUrl: status, errorLog: null } : readNginx(nginxConf);
-  if (!nginx.statusUrl) throw new StatusDown(`no server with stub_status in ${nginxConf} (tunekit_nginx_status): render status.conf, or pass --status URL`);
+  if (!nginx.statusUrl) {
+    throw new StatusDown(`no server with stub_status in ${nginxConf} (tunekit_nginx_status): pass --nginx-conf FILE (the nginx.conf whose files hold it; ` +
+      'a stack kept by `tunekit demo --keep`: --stack DIR), or --status URL, or render status.conf');
+  }
   const base = settings.metricsListen || 'tcp:127.0.0.1:9464';
   return { appConfig, nginxConf, settings, app, live, mtail, statusUrl: nginx.statusUrl, errorLog: nginx.errorLog,
     metrics: metrics.length ? metrics : app.kind === 'pm2' ? null : [metricsUrl(base)], metricsBase: base };

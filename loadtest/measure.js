@@ -4,16 +4,23 @@
 // /proc, nginx error.log lines added, per-worker share, the generator's own
 // CPU — and turn it into a Result (schema in README.md).
 //
-// A target is { name, url, socketPath, pids(), appWorkers(), errorLogPath, describe }:
+// A target is { name, url, socketPath, pids(), appWorkers(), metricsUrl, errorLogPath, describe }:
 // pids() returns { nginx: [master, ...workers], app: [primary, ...workers] }
 // fresh from /proc (lib/stack.js's stack.pids()), or null for a remote target
 // whose CPU cannot be seen from here; appWorkers() (optional) lists the app
-// worker pids that should serve requests.
+// worker pids that should serve requests; metricsUrl (optional) is the runner's
+// metrics endpoint, which counts who served (metered.js), for any app.
+//
+// Who served: the runner's count when the target has its endpoint. Without one
+// (the runner's metrics off, a bare node:cluster, a deployment given by --url),
+// the generators count the "pid": field of the answers instead, which only an app
+// that writes it (the kit's example app) has: no pid in the answers, no count.
 
 const cpu = require('./cpu');
 const errorlog = require('./errorlog');
 const H = require('./histogram');
 const { assess } = require('./workershare');
+const { aroundRun } = require('./metered');
 const { runAutocannon } = require('./autocannon');
 const { runWrk } = require('./wrk');
 const { runH2load } = require('./h2load');
@@ -43,7 +50,7 @@ async function drive(target, o) {
     throw new UsageError(`${target.url}: over HTTPS only the autocannon driver runs here (it trusts the stack's CA); drop --driver wrk and --paced`);
   }
   if (o.mode === 'paced') {
-    return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false });
+    return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false, workerShare: o.workerShare });
   }
   if (o.driver === 'h2load') {
     return runH2load({ ...common, url: target.url, kind: o.h2loadKind, streams: o.streams });
@@ -57,7 +64,7 @@ async function drive(target, o) {
   const headers = o.headers || [];
   const compressed = headers.some((h) => /^accept-encoding\s*:/i.test(h));
   return runAutocannon({ ...common, url: target.url, ca: target.ca, socketPath: target.socketPath, rate: o.mode === 'rate' ? o.rate : 0, procs: o.procs || 1,
-    paths: o.paths || null, headers, workerShare: !compressed });
+    paths: o.paths || null, headers, workerShare: o.workerShare && !compressed });
 }
 
 function clientWarnings(mode, gen, extra) {
@@ -161,6 +168,12 @@ function resultWarnings(result, o) {
   if (result.errorLog && result.errorLog.lines) {
     w.push(`nginx wrote ${result.errorLog.lines} error.log lines, e.g. ${result.errorLog.sample[0]}`);
   }
+  if (result.metered && result.metered.requests != null && result.metered.requests < r.completed) {
+    w.push(`the runner's meter counted ${result.metered.requests} requests, fewer than the ${r.completed} responses (${result.metered.url})`);
+  }
+  if (result.metered && result.metered.error) {
+    w.push(`the runner's metrics endpoint ${result.metered.url} did not answer around the run (${result.metered.error}): who served is not counted`);
+  }
   if (result.workers && result.workers.missing.length) {
     w.push(`app workers ${result.workers.missing.join(', ')} served no request: ` +
       'each connection lands on one worker, so few connections or a greedy accept leave a worker idle');
@@ -171,9 +184,8 @@ function resultWarnings(result, o) {
   return w;
 }
 
-// Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
-// duration, connections, rate, procs, timeoutS, onProgress }.
-async function measure(target, o) {
+// The run itself with what is read around it from /proc: CPU, the machine, the error log.
+async function accounted(target, o) {
   const pidsBefore = target.pids ? target.pids() : null;
   const before = cpu.snapshot(allPids(pidsBefore));
   const mark = errorlog.mark(target.errorLogPath);
@@ -186,6 +198,18 @@ async function measure(target, o) {
   const pidsAfter = target.pids ? target.pids() : null;
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);
+  return { d, pidsBefore, pidsAfter, before, after, mark, startedAt, machine0, machine1 };
+}
+
+// Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
+// duration, connections, rate, procs, timeoutS, onProgress }.
+async function measure(target, o) {
+  // The runner's endpoint is read outside the CPU snapshots: the scrapes are not the run's.
+  const meterUrl = target.metricsUrl || null;
+  const { value: run, counts, error: meterError } = meterUrl
+    ? await aroundRun(meterUrl, () => accounted(target, { ...o, workerShare: false }))
+    : { value: await accounted(target, { ...o, workerShare: true }), counts: null, error: null };
+  const { d, pidsBefore, pidsAfter, before, after, mark, startedAt, machine0, machine1 } = run;
   const server = serverCpu(pidsBefore, pidsAfter, before, after, d);
 
   const gen = { ...d.generator };
@@ -216,7 +240,9 @@ async function measure(target, o) {
     server,
     generator: gen,
     machine,
-    workers: assess(d.workers, appWorkers),
+    workers: counts ? assess(counts, appWorkers, 'runner') : assess(d.workers, appWorkers, 'body'),
+    // The runner's meter around the run: the requests it counted (every worker, every class).
+    metered: meterUrl ? { url: meterUrl, requests: counts ? counts.sampled : null, ...(meterError && { error: meterError }) } : null,
     // What only this driver reports (wrk: bytes read; h2load: the protocol).
     raw: d.raw || null,
     // The target stopped answering mid-run and the generator stopped early.

@@ -1,18 +1,19 @@
 'use strict';
-// What the runner's meter counted during a run: its Prometheus endpoint
-// (tunekit_metrics_listen) read once before and once after each run of a
-// stack that has one, outside the measured window. The difference of
-// tunekit_app_requests_total (every worker, every class) is the requests the
-// meter saw; it must cover every response the driver counted, so a bench's
-// metrics-on figures are those of a meter that counts, and is read, as
-// Prometheus reads it.
+// Who served a run, counted by the runner: its metrics endpoint
+// (tunekit_metrics_listen; app/metrics.js) read once before and once after each
+// run of a stack that has one, outside the measured window (measure.js). The
+// change of tunekit_app_requests_total per worker (its pid label, every class)
+// is each worker's share, whatever the app writes in its answers. It must also
+// cover every response the driver counted: the meter is then read as Prometheus
+// reads it.
 
 const http = require('node:http');
 
 const SCRAPE_TIMEOUT_MS = 5000;
+const SAMPLE = /^tunekit_app_requests_total\{([^}]*)\} (\d+)$/gm;
 
-/** Sum of tunekit_app_requests_total over every series of one scrape of `url`. */
-function requestsCounted(url) {
+/** { pid: requests } of one scrape of `url`: tunekit_app_requests_total summed per worker pid. */
+function requestsByPid(url) {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { agent: false, timeout: SCRAPE_TIMEOUT_MS }, (res) => {
       let text = '';
@@ -20,33 +21,53 @@ function requestsCounted(url) {
       res.on('data', (d) => { text += d; });
       res.on('end', () => {
         if (res.statusCode !== 200) {
-          reject(new Error(`metrics endpoint ${url} answered HTTP ${res.statusCode}`));
+          reject(new Error(`answered HTTP ${res.statusCode}`));
           return;
         }
-        let sum = 0;
-        for (const m of text.matchAll(/^tunekit_app_requests_total\{[^}]*\} (\d+)$/gm)) sum += Number(m[1]);
-        resolve(sum);
+        const byPid = {};
+        for (const m of text.matchAll(SAMPLE)) {
+          const pid = /(?:^|,)pid="(\d+)"/.exec(m[1]);
+          if (pid) byPid[pid[1]] = (byPid[pid[1]] || 0) + Number(m[2]);
+        }
+        resolve(byPid);
       });
     });
-    req.on('timeout', () => req.destroy(new Error(`metrics endpoint ${url}: no answer within ${SCRAPE_TIMEOUT_MS} ms`)));
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${SCRAPE_TIMEOUT_MS} ms`)));
     req.on('error', reject);
   });
 }
 
 /**
- * Run `fn` (a measurement) between two scrapes of `url`; the result gains
- * `metered: { url, requests }` and a warning when the meter counted fewer
- * requests than the driver's responses. `url` null: `fn` alone, metered null.
+ * The runner's count between two scrapes, as a driver's body count is shaped:
+ * { sampled: requests counted, byPid: { pid: requests } }. A worker seen only in
+ * `after` (started during the run) counts from zero.
  */
-async function withMeter(url, fn) {
-  if (!url) return { ...(await fn()), metered: null };
-  const before = await requestsCounted(url);
-  const r = await fn();
-  const requests = (await requestsCounted(url)) - before;
-  const warnings = requests < r.requests.completed
-    ? [...r.warnings, `the runner's meter counted ${requests} requests, fewer than the ${r.requests.completed} responses (${url})`]
-    : r.warnings;
-  return { ...r, warnings, metered: { url, requests } };
+function counted(before, after) {
+  const byPid = {};
+  for (const [pid, n] of Object.entries(after)) byPid[pid] = n - (before[pid] || 0);
+  return { sampled: Object.values(byPid).reduce((a, b) => a + b, 0), byPid };
 }
 
-module.exports = { requestsCounted, withMeter };
+/**
+ * Scrape `url` around `fn` (the driven run): { value: fn's result, counts, error }.
+ * counts null and error the reason when the endpoint did not answer (the run is
+ * measured all the same; who served it is not known).
+ */
+async function aroundRun(url, fn) {
+  let before = null;
+  let error = null;
+  try {
+    before = await requestsByPid(url);
+  } catch (err) {
+    error = err.message;
+  }
+  const value = await fn();
+  if (error) return { value, counts: null, error };
+  try {
+    return { value, counts: counted(before, await requestsByPid(url)), error: null };
+  } catch (err) {
+    return { value, counts: null, error: err.message };
+  }
+}
+
+module.exports = { requestsByPid, counted, aroundRun };

@@ -13,7 +13,6 @@ const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
 const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
-const { withMeter } = require('./metered');
 
 // The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
 const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
@@ -59,9 +58,9 @@ const SCENARIOS = {
     },
     versus: ['uds'],
   },
-  // The runner's stacks run its metrics (on by default), and the bench reads each
-  // one's endpoint before and after every run (metered.js); this one turns them
-  // off: `uds/metrics-off` is what the meter costs.
+  // The runner's stacks run its metrics (on by default), and every run reads the
+  // endpoint before and after (measure.js, metered.js: who served, and what the
+  // meter counted); this one turns them off: `uds/metrics-off` is what the meter costs.
   'metrics-off': {
     describe: 'as uds, with the runner\'s metrics off (tunekit_metrics=false)',
     stack: { upstream: 'uds', profile: 'tuned', set: ['tunekit_metrics=false'] },
@@ -182,13 +181,6 @@ function ratios(results, scenarios) {
   return out;
 }
 
-// The metrics endpoint to read around a scenario's runs: its own stack's, when
-// that runs the meter (a ceiling on a borrowed stack bypasses the app or drives
-// it directly: not metered).
-function meterUrl(name, stack) {
-  return SCENARIOS[name].stack && stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
-}
-
 // What the try scenario ran, as the report names it: the file, and the stack's shape it gave.
 function tryDescribe(file, vars) {
   const n = vars.tunekit_app_workers;
@@ -238,13 +230,12 @@ async function runBench(o) {
     for (let round = 0; round < o.rounds; round++) {
       for (const name of roundOrder(o.scenarios, round)) {
         progress.start(`round ${round + 1}/${o.rounds} ${name} saturation (${o.driver})`, o.duration);
-        const meter = meterUrl(name, stacks[stackOf(name, o.driver)]);
-        const sat = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'saturation', duration: o.duration }));
+        const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
         progress.done();
         results.push({ round: round + 1, ...sat });
         if (o.cpuRate > 0) {
           progress.start(`round ${round + 1}/${o.rounds} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
-          const paced = await withMeter(meter, () => measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration }));
+          const paced = await measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration });
           progress.done();
           results.push({ round: round + 1, ...paced });
         }

@@ -24,6 +24,10 @@ function appWorkers(stack) {
   return listed ? listed.filter((p) => app.includes(p)) : app.slice(1);
 }
 
+// The runner's metrics endpoint of a stack, which counts who served (measure.js);
+// null when its metrics are off.
+const metricsUrl = (stack) => (stack.metrics && stack.metrics.length ? stack.metrics[0].url : null);
+
 // nginx of a started stack.
 function nginxTarget(name, stack, describe) {
   return {
@@ -33,6 +37,7 @@ function nginxTarget(name, stack, describe) {
     socketPath: null,
     pids: () => stack.pids(),
     appWorkers: () => appWorkers(stack),
+    metricsUrl: metricsUrl(stack),
     errorLogPath: stack.errorLogPath,
     describe,
   };
@@ -53,6 +58,7 @@ function directTarget(name, stack, describe) {
     socketPath,
     pids: () => ({ nginx: [], app: stack.pids().app }),
     appWorkers: () => appWorkers(stack),
+    metricsUrl: metricsUrl(stack),
     errorLogPath: null,
     describe: `${describe} (${socketPath ? `unix:${socketPath}` : url})`,
   };

@@ -1,9 +1,13 @@
 'use strict';
-// Per-worker share of requests. The example app answers
-// {"ok":true,"worker":<id>,"pid":<pid>}; generators count the pids they see
-// in response bodies (autocannon: every body, a byte search, no JSON parse;
-// pacer: every body). wrk does not read bodies unless a Lua response()
-// callback is defined, which halves its speed, so wrk results carry no share.
+// Per-worker share of requests, from one of two counts:
+// - runner: the runner's meter, tunekit_app_requests_total per worker pid, read
+//   before and after the run (metered.js): any app, every driver;
+// - body: where the runner does not count (its metrics off, a bare node:cluster,
+//   a deployment given by --url), the generators count the "pid": field in
+//   response bodies (autocannon: every body, a byte search, no JSON parse; pacer:
+//   every body), which only an app that writes it has (the kit's example app
+//   answers {"ok":true,"worker":<id>,"pid":<pid>}). wrk reads no bodies (a Lua
+//   response() callback halves its speed), so there wrk results carry no share.
 
 // Merge several { pid: count } maps into one share record.
 function mergeCounts(maps, sampled) {
@@ -13,21 +17,26 @@ function mergeCounts(maps, sampled) {
 }
 
 // Compare the share with the app workers that should have served:
-// { sampled, byPid, expected, served, missing: [pids], share: { pid: fraction } }.
-function assess(workers, appWorkerPids) {
+// { source, sampled, byPid, expected, served, missing: [pids], share: { pid: fraction } }.
+// byPid lists every expected worker, 0 for one that served nothing.
+function assess(workers, appWorkerPids, source) {
   if (!workers) return null;
-  const total = Object.values(workers.byPid).reduce((a, b) => a + b, 0);
-  const share = {};
-  for (const [pid, n] of Object.entries(workers.byPid)) share[pid] = total ? n / total : 0;
   const expected = appWorkerPids ? appWorkerPids.map(String) : null;
-  const missing = expected ? expected.filter((p) => !workers.byPid[p]) : [];
+  const byPid = { ...Object.fromEntries((expected || []).map((p) => [p, 0])), ...workers.byPid };
+  // A worker the runner still lists with nothing counted (its spare, one that
+  // left before the run) is no worker of the run.
+  for (const [pid, n] of Object.entries(byPid)) if (!n && !(expected || []).includes(pid)) delete byPid[pid];
+  const total = Object.values(byPid).reduce((a, b) => a + b, 0);
+  const share = {};
+  for (const [pid, n] of Object.entries(byPid)) share[pid] = total ? n / total : 0;
   return {
+    source,
     sampled: workers.sampled,
-    byPid: workers.byPid,
+    byPid,
     share,
     expected: expected ? expected.length : null,
-    served: Object.keys(workers.byPid).length,
-    missing,
+    served: Object.values(byPid).filter((n) => n > 0).length,
+    missing: expected ? expected.filter((p) => !byPid[p]) : [],
   };
 }
 

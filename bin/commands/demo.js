@@ -1,6 +1,6 @@
 'use strict';
 // tunekit demo [--app PATH] [--keep] [--plain] [--upstream KIND] [--duration S] [--connections N]
-// tunekit demo --stop DIR
+// tunekit demo --stop [DIR]
 //
 // Renders the tuned config into a temp dir, starts nginx on 127.0.0.1 (free,
 // non-default ports: HTTPS with a throwaway certificate from a local CA, and
@@ -8,8 +8,9 @@
 // cluster on a Unix domain socket, sends a short, bounded burst through nginx
 // (autocannon, timed per response in µs by the kit's load-test harness),
 // prints what happened and the curl line that trusts the CA, and stops
-// everything: no process, socket or temp dir is left. --keep leaves it running
-// and prints how to stop it.
+// everything: no process, socket or temp dir is left. --keep leaves it running,
+// records where its files are (lib/kept.js), so that status, doctor, reload, logs
+// and `demo --stop` find it with no flags, and prints them.
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -20,13 +21,14 @@ const command = require('../../lib/command');
 const { choices } = require('../../lib/config');
 const { startStack, stopDir, stackFiles, STACK_PREFIX } = require('../../lib/stack');
 const { alive } = require('../../lib/proc');
+const kept = require('../../lib/kept');
 const { measure } = require('../../loadtest/measure');
 const { nginxTarget } = require('../../loadtest/targets');
 const { int } = require('../../loadtest/format');
 
 const COMMAND = {
   name: 'demo',
-  usage: ['[options]', '--stop DIR'],
+  usage: ['[options]', '--stop [DIR]'],
   about: 'Start nginx (127.0.0.1, free ports) in front of the Node cluster on a Unix domain socket, both rendered ' +
     'from the kit\'s templates into a temp dir. nginx serves HTTPS (TLS 1.2/1.3, HTTP/2) with a throwaway ' +
     'certificate from a local CA made for the demo; the plain port redirects to it. Send a short burst through ' +
@@ -39,40 +41,73 @@ const COMMAND = {
     duration: { type: 'string', value: 'S', default: '3', help: 'burst length in seconds, at most 60' },
     connections: { type: 'string', value: 'N', default: '20', help: 'concurrent client connections, at most 1000' },
     plain: { type: 'boolean', help: 'plain HTTP only (as behind a TLS load balancer)' },
-    keep: { type: 'boolean', help: 'leave the stack running; prints how to stop it' },
-    stop: { type: 'string', value: 'DIR', help: 'stop a stack left running by --keep and remove DIR' },
+    keep: { type: 'boolean', help: 'leave the stack running and record it, so that status, doctor, reload, logs and demo --stop find it with no flags' },
+    stop: { type: 'boolean', help: 'stop a stack left running by --keep and remove its dir: DIR, else the one recorded' },
   },
+  positionals: 1,
   examples: [
     'tunekit demo --app ./app.js --workers 4',
     'tunekit demo --upstream tcp --plain --keep',
+    'tunekit demo --stop',
   ],
 };
 
-const parse = (argv) => command.parse(COMMAND, argv).values;
+function parse(argv) {
+  const { values, positionals } = command.parse(COMMAND, argv);
+  if (positionals.length && !values.stop) throw new UsageError(`unexpected ${positionals[0]}: a DIR goes with --stop (tunekit demo --stop DIR); see tunekit demo --help`);
+  return { ...values, dir: positionals[0] };
+}
+
+// The stack --stop acts on: DIR, else the one recorded (live or stale: a stale one is removed).
+function stackToStop(dir) {
+  if (dir !== undefined) return path.resolve(dir);
+  const all = kept.records();
+  const kit = command.invocation();
+  if (all.length === 1) return all[0].dir;
+  if (!all.length) throw new UsageError(`no stack kept by \`demo --keep\` is recorded (in ${kept.stateDir()}/stacks): name its dir, ${kit} demo --stop DIR`);
+  throw new UsageError(`${all.length} stacks kept by \`demo --keep\` are recorded (${all.map((r) => `${r.dir}${r.live ? '' : ' (stale)'}`).join(', ')}): name one, ${kit} demo --stop DIR`);
+}
 
 async function stopCommand(dir) {
-  const abs = path.resolve(dir);
+  const abs = stackToStop(dir);
   const f = stackFiles(abs);
-  if (!path.basename(abs).startsWith(STACK_PREFIX) || !(fs.existsSync(f.appPid) || fs.existsSync(f.nginxPid))) {
-    throw new UsageError(`${abs} is not a stack left by \`tunekit demo --keep\` (no run/app.pid or run/nginx.pid in a ${STACK_PREFIX}* dir)`);
+  const recorded = kept.records().some((r) => r.dir === abs);
+  if (!recorded && (!path.basename(abs).startsWith(STACK_PREFIX) || !(fs.existsSync(f.appPid) || fs.existsSync(f.nginxPid)))) {
+    throw new UsageError(`${abs} is not a stack left by \`tunekit demo --keep\` (no record of it, no run/app.pid or run/nginx.pid in a ${STACK_PREFIX}* dir)`);
   }
   const { stopped, clean } = await stopDir(abs);
+  kept.forget(abs);
   console.log(`stopped ${stopped.length} processes (${stopped.join(' ') || 'none were running'}), removed ${abs}`);
   return clean ? 0 : 1;
 }
 
-// One autocannon process, every response timed into the kit's µs histogram
-// and its "pid" counted, with nginx's and the app's CPU from /proc.
+// One autocannon process, every response timed into the kit's µs histogram,
+// who served counted by the runner's metrics (read before and after), with
+// nginx's and the app's CPU from /proc.
 function burst(stack, { duration, connections }) {
   return measure(nginxTarget('demo', stack), {
     mode: 'saturation', driver: 'autocannon', procs: 1, connections, duration, timeoutS: 10,
   });
 }
 
+// Each app worker and the requests it served, from the runner's count (any app),
+// else the "pid" in the answers (the example app's); or why they were not counted.
+function workersSeen(r, appWorkers) {
+  const w = r.workers;
+  if (!w || (w.source === 'body' && !w.sampled)) {
+    const why = r.metered && r.metered.error ? `the runner's metrics endpoint ${r.metered.url} did not answer (${r.metered.error})`
+      : 'the runner\'s metrics are off (tunekit_metrics: false) and the answers carry no "pid"';
+    return `not counted: ${why}`;
+  }
+  const seen = Object.entries(w.byPid).sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
+  const by = w.source === 'runner' ? 'counted by the runner, tunekit_app_requests_total' : 'counted from the "pid" in the answers';
+  return `${seen.join(', ')} — ${w.served} of ${appWorkers.length} app workers answered (${by})`;
+}
+
 async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
-  if (opts.stop) return stopCommand(opts.stop);
+  if (opts.stop) return stopCommand(opts.dir);
   if (opts.app) inputFile('app', opts.app);
   const duration = wholeNumber('duration', opts.duration, 1, 60);
   const connections = wholeNumber('connections', opts.connections, 1, 1000);
@@ -107,13 +142,11 @@ async function main(argv) {
 
     const r = await burst(stack, { duration, connections });
     const q = r.requests;
-    const byPid = (r.workers && r.workers.byPid) || {};
-    const seen = Object.entries(byPid).sort((a, b) => a[0] - b[0]).map(([pid, n]) => `${pid} (${n})`);
     console.log(`  requests       ${q.completed} (${q.non2xx} non-2xx, ${q.errors} errors, ${q.timeouts} timeouts)`);
     console.log(`  req/s          ${Math.round(r.reqPerSec)}`);
     console.log(`  latency        p50 ${int(r.latencyUs.p50)} µs, p99 ${int(r.latencyUs.p99)} µs (every response timed)`);
     console.log(`  server CPU     ${r.server.cpuUsPerReq.toFixed(1)} µs per request (nginx + app, /proc)`);
-    console.log(`  workers seen   ${seen.join(', ') || 'none'} — ${seen.length} of ${appWorkers.length} app workers answered`);
+    console.log(`  workers seen   ${workersSeen(r, appWorkers)}`);
     for (const w of r.warnings) console.log(`  note           ${w}`);
   } catch (err) {
     await stack.stop();
@@ -125,13 +158,18 @@ async function main(argv) {
 
   if (opts.keep) {
     const p = stack.pids();
+    const record = kept.record(stack);
     console.log(`\nLeft running (--keep). Try: ${curl}`);
     const kit = command.invocation();
-    console.log(`Audit it with:\n  ${kit} doctor --nginx-conf ${stackFiles(stack.renderDir).nginxConf} --app-config ${stack.vars.tunekit_app_config_path}`);
-    console.log(`Stop it with:\n  ${kit} demo --stop ${stack.renderDir}`);
+    console.log(`Recorded in ${record}: these find it with no flags (--stack ${stack.renderDir} names it):`);
+    console.log(`  ${kit} status          # its workers, nginx, accept queue`);
+    console.log(`  ${kit} doctor          # the cross-layer audit of it`);
+    console.log(`  ${kit} reload          # a rolling restart of its workers`);
+    console.log(`  ${kit} logs -n 20      # the runner's log`);
+    console.log(`Stop it with:\n  ${kit} demo --stop`);
     // rm only once both are gone: the app removes its own socket when it stops.
     console.log(`or by hand:\n  kill -QUIT ${p.nginx[0]}; kill -TERM ${p.app[0]}; ` +
-      `while kill -0 ${p.app[0]} 2>/dev/null || kill -0 ${p.nginx[0]} 2>/dev/null; do sleep 0.2; done; rm -rf ${stack.renderDir}`);
+      `while kill -0 ${p.app[0]} 2>/dev/null || kill -0 ${p.nginx[0]} 2>/dev/null; do sleep 0.2; done; rm -rf ${stack.renderDir} ${record}`);
     return 0;
   }
 

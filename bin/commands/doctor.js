@@ -4,6 +4,7 @@
 
 const command = require('../../lib/command');
 const { appConfigOf } = require('../../lib/apphost');
+const kept = require('../../lib/kept');
 const doctor = require('../../lib/doctor');
 
 const COMMAND = {
@@ -18,6 +19,7 @@ const COMMAND = {
     'app-config': { type: 'string', value: 'PATH', help: `the runner's app.json (default: ${doctor.DEFAULT_APP_CONFIG})` },
     app: { type: 'string', value: 'NAME', help: 'with several apps on the host (tunekit_apps): the app of this name (its /etc/*/app.json), instead of --app-config' },
     socket: { type: 'string', value: 'PATH', help: 'the app socket (default: every unix: server in nginx\'s upstreams)' },
+    stack: kept.STACK_OPTION,
     json: { type: 'boolean', help: 'print findings as JSON' },
   },
   examples: [
@@ -32,9 +34,11 @@ async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
   opts['app-config'] = appConfigOf({ app: opts.app, appConfig: opts['app-config'] });
+  const files = kept.forCommand('doctor', opts, { pointed: Boolean(opts.app || opts.socket) });
+  for (const line of files.say) console.error(line);
   const facts = await doctor.gather({
-    ...(opts['nginx-conf'] && { nginxConf: opts['nginx-conf'] }),
-    ...(opts['app-config'] && { appConfig: opts['app-config'] }),
+    ...(files.nginxConf && { nginxConf: files.nginxConf }),
+    ...(files.appConfig && { appConfig: files.appConfig }),
     ...(opts.socket && { socket: opts.socket }),
   });
   const findings = doctor.analyze(facts);

@@ -1,5 +1,5 @@
 'use strict';
-// tunekit logs [-n N] [-f] [--app-config FILE]
+// tunekit logs [-n N] [-f] [--app-config FILE | --stack DIR]
 //
 // The log of the app on this host, found from its app.json (lib/apphost.js):
 // `journalctl -u UNIT` (systemd), `pm2 logs NAME` (PM2), or the file a runner
@@ -9,6 +9,7 @@ const { spawn } = require('node:child_process');
 const { inputFile, wholeNumber } = require('../../lib/args');
 const command = require('../../lib/command');
 const apphost = require('../../lib/apphost');
+const kept = require('../../lib/kept');
 
 const COMMAND = {
   name: 'logs',
@@ -19,6 +20,7 @@ const COMMAND = {
     lines: { type: 'string', short: 'n', value: 'N', default: '50', help: 'the last N lines, 1 to 100000' },
     follow: { type: 'boolean', short: 'f', help: 'keep printing new lines until Ctrl-C' },
     'app-config': { type: 'string', value: 'FILE', help: `the app's app.json (default: ${require('../../lib/doctor').DEFAULT_APP_CONFIG})` },
+    stack: kept.STACK_OPTION,
   },
   examples: [
     'tunekit logs -n 200',
@@ -33,7 +35,9 @@ async function main(argv) {
   if (command.printedHelp(COMMAND, opts)) return 0;
   const lines = wholeNumber('lines', opts.lines, 1, 100000);
   if (opts['app-config']) inputFile('app-config', opts['app-config']);
-  const { app, pm2, name } = apphost.locate(opts['app-config']);
+  const files = kept.forCommand('logs', opts);
+  for (const line of files.say) console.error(line);
+  const { app, pm2, name } = apphost.locate(files.appConfig);
   if (!app.kind) {
     console.error(`tunekit logs: ${apphost.notFound(app)}`);
     return 1;

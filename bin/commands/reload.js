@@ -1,5 +1,5 @@
 'use strict';
-// tunekit reload [--app-config FILE]
+// tunekit reload [--app-config FILE | --stack DIR]
 //
 // A rolling restart of the app on this host, found from its app.json
 // (lib/apphost.js): `systemctl reload UNIT` (the unit's ExecReload sends SIGHUP
@@ -14,6 +14,7 @@ const { spawnSync } = require('node:child_process');
 const { inputFile } = require('../../lib/args');
 const command = require('../../lib/command');
 const apphost = require('../../lib/apphost');
+const kept = require('../../lib/kept');
 const { alive } = require('../../lib/proc');
 const { START_TIMEOUT_MS } = require('../../app/cluster');
 
@@ -25,6 +26,7 @@ const COMMAND = {
     'the app answers, then prints one line; exit 1 when the reload failed (the old workers keep serving).',
   options: {
     'app-config': { type: 'string', value: 'FILE', help: `the app's app.json (default: ${require('../../lib/doctor').DEFAULT_APP_CONFIG})` },
+    stack: kept.STACK_OPTION,
   },
   examples: [
     'tunekit reload',
@@ -99,7 +101,9 @@ async function main(argv) {
   const opts = parse(argv);
   if (command.printedHelp(COMMAND, opts)) return 0;
   if (opts['app-config']) inputFile('app-config', opts['app-config']);
-  const { app, pm2, name } = apphost.locate(opts['app-config']);
+  const files = kept.forCommand('reload', opts);
+  for (const line of files.say) console.error(line);
+  const { app, pm2, name } = apphost.locate(files.appConfig);
   if (!app.kind) {
     console.error(`tunekit reload: ${apphost.notFound(app)}`);
     return 1;

@@ -118,7 +118,8 @@ test('nothing to act on: one line saying where it looked and how to point it, ex
     assert.equal(r.code, 1, r.out);
     assert.equal(r.stdout, '');
     assert.equal(r.stderr, `tunekit ${cmd}: no app found: nothing listens on ${path.join(dir, 'app.sock')} (the "listen" of ${cfg}); ` +
-      'start it, or point to its settings with --app-config FILE (the app.json its runner or PM2 app reads)\n');
+      'start it, or point to its settings with --app-config FILE (the app.json its runner or PM2 app reads), ' +
+      'or to a stack kept by `tunekit demo --keep` with --stack DIR\n');
   }
   fs.rmSync(cfg);
   const r = await tunekit(['reload', '--app-config', missing]);

@@ -67,12 +67,17 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
     }
   }
   // The runner's meter counted every answered request of its stacks' runs (read
-  // before and after each); the stacks without it, and the ceilings, are not metered.
+  // before and after each), through nginx or straight to the app (direct); the
+  // stacks without it (metrics-off, bare) and nginx alone are not metered, and
+  // there who served is counted from the example app's "pid" in the answers.
   for (const x of doc.results) {
-    if (['stock', 'tcp', 'uds', 'sticky'].includes(x.scenario)) {
+    if (['stock', 'tcp', 'uds', 'sticky', 'direct'].includes(x.scenario)) {
+      assert.equal(x.workers.source, 'runner', x.scenario);
+      assert.equal(x.metered.requests, x.workers.sampled, `${x.scenario}: one count`);
       assert.ok(x.metered.requests >= x.requests.completed, `${x.scenario} r${x.round} ${x.mode}: metered ${x.metered.requests} of ${x.requests.completed}`);
     } else {
       assert.equal(x.metered, null, `${x.scenario}: no meter`);
+      if (x.scenario !== 'nginx-static') assert.equal(x.workers.source, 'body', x.scenario);
     }
   }
   // bare: the plain cluster's workers (its ready line) answered, with the example

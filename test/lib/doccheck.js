@@ -44,13 +44,14 @@ const EXEMPT = [
   [/^node bin\/tunekit\.js (doctor|sysctl apply \/etc\/)/, 'reads or changes this host\'s live nginx/sysctl: doctor is run against live stacks by test/integration/doctor.test.js, sysctl apply by test/integration/sysctl*.test.js'],
   [/^node bin\/tunekit\.js (reload|logs)\b(?! --help)/, 'acts on the app running on this host (a rolling restart, its log): test/integration/app-reload-logs.test.js runs both against a runner it starts, host-pm2.test.js under PM2, test/e2e/host-systemd.test.js under systemd'],
   [/^node bin\/tunekit\.js status\b(?! --help)/, 'reads the endpoints of the stack running on this host: test/integration/status.test.js runs it against a stack it starts'],
-  [/^node bin\/tunekit\.js demo --keep\b/, 'leaves a stack running: test/integration/demo.test.js runs it, then the doctor and stop commands it prints'],
+  [/^node bin\/tunekit\.js demo --(keep|stop)\b/, 'leaves a stack running, or stops the one left: test/integration/demo.test.js runs --keep, then the status, doctor, reload, logs and demo --stop commands it prints'],
   [/^node bin\/tunekit\.js render --out docs\/reference\//, 'rewrites the committed reference tree: npm run generate writes it, test/unit/generate.test.js checks it is current'],
   [/^npm run setup:ansible\b/, 'installs Python packages from PyPI into .venv'],
   [/^npm run generate$/, 'rewrites the generated files of this tree: test/unit/generate.test.js runs it in a copy of the repository (the --check form is run here)'],
   [/^node bin\/tunekit\.js profile(?! --help)/, 'perf and strace on a live stack under load (or on a deployed unit): test/integration/profile.test.js runs it'],
   [/^apt-get install\b/, 'installs Debian packages on this host'],
   [/^node \/opt\/tunekit\/metrics\/queue-sampler\.js /, 'the sampler as a host runs it, until stopped, into node_exporter\'s directory: test/integration/metrics.test.js runs it against real sockets, once and in a loop'],
+  [/^(npm pack$|npm install -g \.\/tunekit-|npx --yes --package \.\/tunekit-|tunekit render )/, 'the kit as an npm package: npm pack writes a tarball into this folder and npm install -g into the system\'s prefix; test/integration/package.test.js packs it, installs the tarball into a prefix of its own and runs tunekit --help, render and demo from an empty folder, and render through npx from the tarball'],
   [/^(alias tunekit=|cd ~\/myapp$|tunekit (run|demo|loadtest) )/, 'the reader\'s own app in its own folder, through the alias: test/integration/demo.test.js runs demo --app ./app.js and loadtest-cli.test.js loadtest --app ./app.js from an app\'s folder; the runner tests run run MODULE'],
 ];
 
