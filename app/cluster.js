@@ -21,6 +21,7 @@ const { makeLogger } = require('./log');
 const { preflight } = require('./preflight');
 const listeners = require('./listeners');
 const lifecycle = require('./lifecycle');
+const crashes = require('./crashes');
 const rolling = require('./rolling');
 const socketWatch = require('./socket-watch');
 const metricsServer = require('./metrics-server');
@@ -72,7 +73,15 @@ class Primary {
     this.infos = new Map(); // worker.id -> info
     this.spare = null; // a loaded worker waiting to take a dead worker's listener
     this.spareTimer = null;
-    this.deaths = [];
+    // The crash policy (app/crashes.js): whether a worker has stayed up
+    // minUptimeMs after it listened, the deaths since one last did (all, and
+    // those of workers that died on their own), the errors that killed workers
+    // (fingerprint -> counts) and the timer of their summary.
+    this.proven = false;
+    this.deathsSinceStable = 0;
+    this.unstableDeaths = 0;
+    this.crashKinds = new Map();
+    this.crashTimer = null;
     this.lastError = null;
     this.startTimeouts = 0; // failed starts in a row (lifecycle.js START_TIMEOUT_LIMIT)
     this.state = 'starting';
@@ -125,6 +134,7 @@ class Primary {
     for (const slot of this.slots) clearTimeout(slot.timer);
     clearTimeout(this.spareTimer);
     clearInterval(this.checkTimer);
+    crashes.report(this); // the repeats counted since the last crash-summary
     this.log('info', 'drain', { reason, timeout_ms: this.s.drainTimeoutMs, workers: [...this.infos.values()].map((i) => i.pid) });
     // Unlink first (only our own inode): new connects fail at once instead of
     // queueing on a socket nobody will accept on again.

@@ -6,7 +6,7 @@ const MSG = Object.freeze({
   WANT_LISTEN: 'want-listen', // worker → primary: loaded, give me a listener
   LISTEN: 'listen', //           primary → worker: { via: 'handle' | 'cluster', address? } (+ handle)
   LISTENING: 'listening', //     worker → primary: accepting; { source } names the app module
-  FATAL: 'fatal', //             worker → primary: { error } before it exits 1
+  FATAL: 'fatal', //             worker → primary: { error, open } before it exits 1 (open: requests it had open)
   DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit
   METRICS: 'metrics', //         primary → worker: { seq }: send your sample (a scrape)
   METRICS_SAMPLE: 'metrics-sample', // worker → primary: { seq, sample } (app/metrics.js)

@@ -2,12 +2,14 @@
 // The primary's workers, one life at a time: fork (a slot's worker or the warm
 // spare), the IPC from each (loaded, listening, its fatal error), the first
 // `ready`, a death (spare promoted, respawn with backoff, crash loop, a module
-// that cannot load) and retiring (drain, then SIGKILL after the grace).
+// that cannot load; what a death means: app/crashes.js) and retiring (drain,
+// then SIGKILL after the grace).
 //
 // Each function takes the primary `p` (app/cluster.js) and reads or sets:
 //   p.s, p.log, p.listen, p.state ('starting' | 'running' | 'stopping'), p.everReady,
 //   p.slots ([{ n, current, timer }]), p.infos (worker.id -> info), p.spare,
-//   p.spareTimer, p.deaths, p.lastError, p.startTimeouts (failed starts in a row), p.exitCode;
+//   p.spareTimer, p.lastError, p.startTimeouts (failed starts in a row), p.exitCode,
+//   and through app/crashes.js p.proven, p.deathsSinceStable, p.unstableDeaths, p.crashKinds, p.crashTimer;
 // and calls p.forkWorker(env) (cluster.fork), p.onMetricsSample, p.fork, p.sendListener, p.takeSpare,
 // p.scheduleSpare, p.bindingOf, p.adoptRoundRobinSocket, p.watchSockets,
 // p.pids, p.shutdown, p.finish.
@@ -17,6 +19,7 @@
 const { socketPaths } = require('./settings');
 const { MSG } = require('./ipc');
 const { formatFor } = require('./log');
+const crashes = require('./crashes');
 
 // A worker must report listening within settings.startTimeoutMs, or it is killed
 // as a failed start. This many failed starts in a row, with no worker started in
@@ -88,6 +91,7 @@ function onMessage(p, info, msg) {
   }
   if (msg.tunekit === MSG.FATAL) {
     info.error = msg.error;
+    info.open = msg.open || 0;
     p.lastError = msg.error;
     return;
   }
@@ -106,6 +110,7 @@ function onMessage(p, info, msg) {
   if (msg.tunekit === MSG.LISTENING) {
     clearTimeout(info.startTimer);
     p.startTimeouts = 0;
+    crashes.onListening(p, info);
     if (info.state === 'starting') info.state = 'ready';
     try {
       p.adoptRoundRobinSocket(info);
@@ -215,25 +220,26 @@ function onExit(p, worker, code, signal) {
     p.shutdown('module-load-failed', 1);
     return;
   }
-  p.log('warn', 'worker-exit', { ...fields, error: info.error ? errorText(info.error) : undefined });
-  onDeath(p, info, wasSpare);
+  // What the death was (app/crashes.js): its stage, and its error counted by kind.
+  const stage = crashes.stageOf(p, info);
+  const head = errorText(info.error);
+  const crash = crashes.record(p, info, { code, signal, head });
+  p.log('warn', 'worker-exit', { ...fields, stage, crash: crash.id, error: info.error ? head : undefined });
+  if (crash.first) crashes.logFirst(p, info, { id: crash.id, stage, head, code, signal });
+  onDeath(p, info, wasSpare, stage);
 }
 
 /** An unplanned exit after the start: crash loop, or the spare / a respawn fills the slot. */
-function onDeath(p, info, wasSpare) {
-  const now = Date.now();
-  p.deaths = p.deaths.filter((t) => now - t < p.s.crashWindowMs);
-  p.deaths.push(now);
-  if (p.deaths.length >= p.s.crashLimit) {
-    const message = `crash loop: ${p.deaths.length} worker deaths within ${p.s.crashWindowMs / 1000} s; ` +
-      `stopping the cluster. Last worker error: ${errorText(p.lastError)}`;
-    p.log('error', 'crash-loop', { deaths: p.deaths.length, window_ms: p.s.crashWindowMs, error: p.lastError, message });
+function onDeath(p, info, wasSpare, stage) {
+  const { delay, stop } = crashes.afterDeath(p, stage);
+  if (stop) {
+    const message = crashes.crashLoopMessage(p, errorText(p.lastError));
+    p.log('error', 'crash-loop', { deaths: p.deathsSinceStable, min_uptime_ms: p.s.minUptimeMs, error: p.lastError, message });
     process.stderr.write(`tunekit: ${message}\n`);
     p.shutdown('crash-loop', 1);
     return;
   }
   if (info.replacement) return; // a failed rolling-restart replacement; the reload reports it
-  const delay = Math.min(p.s.respawnBackoffMs * 2 ** (p.deaths.length - 1), p.s.respawnBackoffMaxMs);
   if (wasSpare) {
     p.scheduleSpare(delay);
     return;
@@ -243,7 +249,7 @@ function onDeath(p, info, wasSpare) {
     p.scheduleSpare(delay);
     return;
   }
-  p.log('info', 'respawn', { slot: slot.n, in_ms: delay, deaths_in_window: p.deaths.length });
+  p.log('info', 'respawn', { slot: slot.n, in_ms: delay, unstable_deaths: p.unstableDeaths });
   clearTimeout(slot.timer);
   slot.timer = setTimeout(() => {
     slot.timer = null;

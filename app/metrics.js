@@ -27,6 +27,12 @@ const DELAY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 // is that minus the resolution.
 const RESOLUTION_MS = 10;
 const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
+// When an unplanned death came (app/crashes.js): before the worker listened, within
+// tunekit_app_min_uptime_ms of it, or after. No label per error: an error's
+// fingerprint changes with every release (its stack's line numbers) and a message
+// can carry ids, so such a label would grow series without bound; the log names
+// each error once (worker-crash) and counts its repeats (crash-summary).
+const CRASH_STAGES = ['starting', 'young', 'serving'];
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SERVED = Symbol('tunekit.metrics.served');
 
@@ -174,13 +180,17 @@ function infoOf(s, release) {
 // ---- the primary's counters ------------------------------------------------------
 
 function createPrimaryCounters() {
-  return { restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])), slotRestarts: {}, rebinds: 0, drains: 0, startTimeouts: 0 };
+  return {
+    restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])),
+    crashes: Object.fromEntries(CRASH_STAGES.map((st) => [st, 0])),
+    slotRestarts: {}, rebinds: 0, drains: 0, startTimeouts: 0,
+  };
 }
 
 /**
  * Count what the primary logs, so a metric and its log line cannot disagree:
  * an unplanned worker exit is a restart (crash, or start_timeout when the
- * worker was killed for not starting), a rolling restart's replaced workers
+ * worker was killed for not starting) and a crash by its stage, a rolling restart's replaced workers
  * (rolling, or rebind after a re-bind), a planned exit a drain.
  */
 function countEvent(c, level, event, fields = {}) {
@@ -188,7 +198,10 @@ function countEvent(c, level, event, fields = {}) {
   const slotRestart = event === 'worker-exit' && fields.slot != null && (level !== 'info' || fields.replaced);
   if (slotRestart) c.slotRestarts[fields.slot] = (c.slotRestarts[fields.slot] || 0) + 1;
   if (event === 'worker-exit' && level === 'info') c.drains += 1;
-  else if (event === 'worker-exit') c.restarts[fields.start_timeout ? 'start_timeout' : 'crash'] += 1;
+  else if (event === 'worker-exit') {
+    c.restarts[fields.start_timeout ? 'start_timeout' : 'crash'] += 1;
+    if (CRASH_STAGES.includes(fields.stage)) c.crashes[fields.stage] += 1;
+  }
   else if (event === 'reload-done') c.restarts[fields.reason === 'socket-rebound' ? 'rebind' : 'rolling'] += (fields.replaced || []).length;
   else if (event === 'socket-rebound') c.rebinds += 1;
   else if (event === 'worker-start-timeout') c.startTimeouts += 1;
@@ -236,6 +249,8 @@ const WORKER_FAMILIES = [
 const PRIMARY_FAMILIES = [
   ['tunekit_app_worker_restarts_total', 'counter', 'Workers replaced, by reason: crash, start_timeout, rolling (SIGHUP), rebind (after the socket was bound again).',
     (c) => RESTART_REASONS.map((r) => ['', { reason: r }, c.restarts[r]])],
+  ['tunekit_app_worker_crashes_total', 'counter', 'Unplanned worker deaths by stage: starting (before it listened), young (within tunekit_app_min_uptime_ms of listening), serving (after).',
+    (c) => CRASH_STAGES.map((st) => ['', { stage: st }, c.crashes[st]])],
   ['tunekit_app_slot_restarts_total', 'counter', 'Times the worker of a slot (worker="N", as in the workers\' series) was replaced: crash, start timeout, rolling restart, re-bind.',
     (c) => Object.entries(c.slotRestarts).map(([slot, n]) => ['', { worker: slot }, n])],
   ['tunekit_app_socket_rebinds_total', 'counter', 'Times the primary bound its socket path again after the file was deleted.', (c) => [['', {}, c.rebinds]]],
@@ -264,6 +279,6 @@ function render({ workers, primary = null }) {
 }
 
 module.exports = {
-  CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CONTENT_TYPE,
+  CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CRASH_STAGES, CONTENT_TYPE,
   createMeter, countConnection, countRequest, countResponse, sample, infoOf, createPrimaryCounters, countEvent, render,
 };

@@ -15,7 +15,7 @@ const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
-  'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'respawnBackoffMaxMs',
+  'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
   'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs',
 ];
 
@@ -120,7 +120,7 @@ function normalize(input) {
       throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
     }
   }
-  for (const key of ['backlog', 'drainTimeoutMs', 'crashLimit', 'crashWindowMs', 'respawnBackoffMs', 'startTimeoutMs']) {
+  for (const key of ['backlog', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
   }
   for (const key of BOOLEAN_FIELDS) {

@@ -35,32 +35,77 @@ let dying = false;
 
 const log = makeLogger(process.stdout, formatFor(), { worker: cluster.worker ? cluster.worker.id : 0 });
 
+// The stack frames an error report carries (the primary logs each distinct error
+// once with them, app/crashes.js).
+const REPORTED_FRAMES = 5;
+
 function describeError(err) {
   if (!(err instanceof Error)) return { message: String(err) };
-  const frame = String(err.stack || '').split('\n').slice(1).find((l) => /\(?\/.+:\d+:\d+\)?$/.test(l.trim()) && !l.includes('node:'));
+  const frames = String(err.stack || '').split('\n').map((l) => l.trim()).filter((l) => l.startsWith('at ')).map((l) => l.slice(3));
+  const frame = frames.find((l) => /\(?\/.+:\d+:\d+\)?$/.test(l) && !l.includes('node:'));
   return {
     name: err.name,
     message: err.message,
     code: err.code,
-    at: frame ? frame.trim().replace(/^at\s+/, '') : undefined,
+    at: frame,
+    frames: frames.slice(0, REPORTED_FRAMES),
   };
 }
 
-/** Report an uncaught error to the primary (so a crash loop names it), then exit. */
+/**
+ * Report an uncaught error to the primary (so a crash loop names it) with the
+ * number of requests open (`open`: the primary tells a worker a request killed
+ * from one that died on its own, app/crashes.js), answer those requests
+ * (failOpenRequests), then exit: once both are done, or after FATAL_GRACE_MS.
+ */
+const FATAL_GRACE_MS = 1000;
+
 function fatal(err, where) {
   if (dying) return;
   dying = true;
   const error = { ...describeError(err), where };
+  const open = [...sockets].filter((socket) => socket[RESPONSE]).length;
   const leave = () => process.exit(1);
+  setTimeout(leave, FATAL_GRACE_MS).unref();
   // Under the kit's primary the error travels with the exit and the primary logs
   // it (once, with the worker's exit); on its own the worker logs it itself.
-  if (!(managed && process.connected)) log('error', 'worker-error', { error });
-  if (managed && process.connected) {
-    process.send({ tunekit: MSG.FATAL, error }, leave);
-    setTimeout(leave, 1000).unref();
-  } else {
-    leave();
+  const reported = managed && process.connected
+    ? new Promise((resolve) => process.send({ tunekit: MSG.FATAL, error, open }, resolve))
+    : log('error', 'worker-error', { error, open });
+  Promise.all([reported, failOpenRequests()]).then(leave, leave);
+}
+
+/**
+ * The worker dies of an uncaught error: it stops accepting, every request still
+ * open is answered 500 with its connection closed, idle connections close. A
+ * request left without an answer on a pooled upstream connection is retried by
+ * nginx on the next pooled connection, another worker's, at no cost to its
+ * proxy_next_upstream_tries (an error on a cached connection does not count:
+ * ngx_http_upstream_next, "TODO: inform balancer instead"), so the request that
+ * killed this worker would kill each worker in turn: through the kit's nginx one
+ * such request killed 3 workers of 2 slots and the spare within 40 ms. Node's
+ * docs allow clean-up before the exit
+ * (https://nodejs.org/api/process.html#warning-using-uncaughtexception-correctly);
+ * the app's own code gets no further request. Resolves once the answers are written.
+ */
+function failOpenRequests() {
+  if (server && server.listening) net.Server.prototype.close.call(server);
+  const answered = [];
+  for (const socket of sockets) {
+    const res = socket[RESPONSE];
+    if (!res || res.headersSent) {
+      socket.destroy(); // idle (nginx drops it from its pool), or an answer already under way
+      continue;
+    }
+    answered.push(new Promise((resolve) => res.once('close', resolve)));
+    try {
+      res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end('500 Internal Server Error: the app process serving this request crashed\n');
+    } catch {
+      socket.destroy();
+    }
   }
+  return Promise.all(answered);
 }
 
 process.on('uncaughtException', (err) => fatal(err, 'uncaughtException'));
@@ -184,9 +229,11 @@ function countFiles() {
 // request); `this` is the response. The meter counts here too.
 const SOCKET = Symbol('tunekit.socket');
 const CONNECTION = Symbol('tunekit.connection');
+const RESPONSE = Symbol('tunekit.response'); // on a socket: the response it carries now
 
 function responseClosed() {
   const socket = this[SOCKET];
+  if (socket[RESPONSE] === this) socket[RESPONSE] = null;
   if (meter) metrics.countResponse(meter, this.statusCode, this[CONNECTION]);
   socket[INFLIGHT] -= 1;
   // A response that began before the drain (an SSE stream the app ended on
@@ -212,6 +259,7 @@ function installDispatcher(srv) {
       return;
     }
     socket[INFLIGHT] += 1;
+    socket[RESPONSE] = res;
     res[SOCKET] = socket;
     res[CONNECTION] = meter ? metrics.countRequest(meter, req) : 0;
     res.on('close', responseClosed);

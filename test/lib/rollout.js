@@ -77,10 +77,10 @@ async function rolloutSteps({ step, hosts, runner, vars }) {
   const events = path.join(lbDir, 'events');
   const readEvents = () => (fs.existsSync(events) ? fs.readFileSync(events, 'utf8').trim().split('\n') : []);
   const releaseFile = `${vars.tunekit_app_install_dir}/release`;
-  // No warm spare: after a failed rolling reload the old workers then keep
-  // serving (with a spare, the spare is forked again from the broken code until
-  // the crash-loop guard stops the cluster, and nginx answers 502) — the case only
-  // the release check catches, and a host the later steps can still use.
+  // No warm spare: after a failed rolling reload the old workers keep serving
+  // (a spare would be forked again and again from the broken code, each failure
+  // in the runner's log; the cluster, proved by the old workers, would not stop)
+  // — the case only the release check catches, and a host the later steps can still use.
   const app = (dir) => JSON.stringify({
     tunekit_app_source: path.join(FIXTURES, dir),
     tunekit_app_module: '{{ tunekit_app_source_dir }}/server.js',

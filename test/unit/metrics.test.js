@@ -101,8 +101,8 @@ test('the text format: every family once, a series set per worker, read by promt
 
 test('the primary\'s counters follow its log events', () => {
   const c = metrics.createPrimaryCounters();
-  metrics.countEvent(c, 'warn', 'worker-exit', { code: 1, slot: 1 });
-  metrics.countEvent(c, 'warn', 'worker-exit', { signal: 'SIGKILL', start_timeout: true, slot: 2 });
+  metrics.countEvent(c, 'warn', 'worker-exit', { code: 1, slot: 1, stage: 'serving' });
+  metrics.countEvent(c, 'warn', 'worker-exit', { signal: 'SIGKILL', start_timeout: true, slot: 2, stage: 'starting' });
   metrics.countEvent(c, 'error', 'worker-start-timeout', {});
   metrics.countEvent(c, 'info', 'worker-exit', { code: 0, slot: 1, replaced: true });
   // Leaving because the runner stops, and the spare: no slot's restart.
@@ -112,7 +112,11 @@ test('the primary\'s counters follow its log events', () => {
   metrics.countEvent(c, 'info', 'reload-done', { reason: 'socket-rebound', replaced: [3] });
   metrics.countEvent(c, 'info', 'socket-rebound', {});
   metrics.countEvent(c, 'info', 'ready', {});
-  assert.deepEqual(c, { restarts: { crash: 1, start_timeout: 1, rolling: 2, rebind: 1 }, slotRestarts: { 1: 2, 2: 1 }, rebinds: 1, drains: 3, startTimeouts: 1 });
+  assert.deepEqual(c, {
+    restarts: { crash: 1, start_timeout: 1, rolling: 2, rebind: 1 }, crashes: { starting: 1, young: 0, serving: 1 },
+    slotRestarts: { 1: 2, 2: 1 }, rebinds: 1, drains: 3, startTimeouts: 1,
+  });
+  assert.match(metrics.render({ workers: [], primary: c }), /^tunekit_app_worker_crashes_total\{stage="serving"\} 1$/m);
 });
 
 test('the endpoint setting: refused by name with the fix, before anything starts', () => {

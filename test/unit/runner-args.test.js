@@ -129,8 +129,8 @@ test('combinations the runner cannot do are errors naming both', () => {
 
 test('settings: a file missing a field says to re-render it', () => {
   const partial = { ...defaults() };
-  delete partial.crashLimit;
-  assert.throws(() => settings.normalize(partial), { name: 'SettingsError', message: /settings lack crashLimit: re-render app.json/ });
+  delete partial.youngDeathLimit;
+  assert.throws(() => settings.normalize(partial), { name: 'SettingsError', message: /settings lack youngDeathLimit: re-render app.json/ });
   assert.throws(() => settings.normalize({ ...defaults(), headersTimeoutMs: 1000, keepAliveTimeoutMs: 5000 }),
     /headersTimeoutMs=1000 must be greater than keepAliveTimeoutMs=5000/);
 });

@@ -77,7 +77,7 @@ test('a dead worker\'s slot goes to the waiting spare at once; a new spare follo
   await until('a new spare', () => log.named('spare-start').length === 2);
 });
 
-test('without a spare, a slot is refilled after a backoff that doubles with each death in the window', async (t) => {
+test('without a spare, a slot is refilled after a backoff that doubles with each death since a worker last stayed up', async (t) => {
   const { p, log, forked } = startPrimary(t, { spareWorkers: 0 });
   forked.forEach(listens);
   p.onExit(forked[0], 1, null);
@@ -89,15 +89,100 @@ test('without a spare, a slot is refilled after a backoff that doubles with each
   assert.deepEqual(p.slots.map((slot) => slot.current.worker), [forked[2], forked[3]]);
 });
 
-test('crashLimit deaths within the window stop the cluster with the last worker\'s error', (t) => {
-  const { p, log, forked, shutdowns } = startPrimary(t, { workers: 3, crashLimit: 3, spareWorkers: 0 });
+test('until a worker has stayed up minUptimeMs after it listened, youngDeathLimit deaths stop the cluster with the last worker\'s error', (t) => {
+  const { p, log, forked, shutdowns } = startPrimary(t, { workers: 3, youngDeathLimit: 3, spareWorkers: 0, minUptimeMs: 60_000 });
   forked.forEach(listens);
   say(forked[2], MSG.FATAL, { error: { name: 'Error', message: 'boom', at: '/srv/app.js:3:7' } });
   for (const w of forked) p.onExit(w, 1, null);
+  assert.deepEqual(log.named('worker-exit').map((e) => e.stage), ['young', 'young', 'young']);
   const [loop] = log.named('crash-loop');
   assert.equal(loop.deaths, 3);
-  assert.match(loop.message, /crash loop: 3 worker deaths within 10 s; stopping the cluster\. Last worker error: Error: boom \(at \/srv\/app\.js:3:7\)/);
+  assert.match(loop.message, /crash loop: 3 worker deaths and no worker stayed up 60000 ms after it listened \(tunekit_app_young_death_limit 3, tunekit_app_min_uptime_ms\); stopping the cluster\. Last worker error: Error: boom \(at \/srv\/app\.js:3:7\)/);
   assert.deepEqual(shutdowns, [{ reason: 'crash-loop', code: 1 }]);
+});
+
+/** The Primary once a worker has stayed up minUptimeMs (20 ms here) after it listened: `stable` logged. */
+async function proven(t, overrides) {
+  const started = startPrimary(t, { minUptimeMs: 20, ...overrides });
+  started.forked.forEach(listens);
+  await until('a worker to prove the app', () => started.log.named('stable').length === 1);
+  return started;
+}
+
+/** The new worker slot `n` gets after a death, once it is forked; it listens. */
+async function listening(p, n) {
+  const info = await until(`slot ${n} to hold a new worker`, () => p.slots[n - 1].current && !p.slots[n - 1].current.listeningAt && p.slots[n - 1].current);
+  listens(info.worker);
+  return info;
+}
+
+test('once a worker has stayed up minUptimeMs, no number of deaths stops the cluster: each dead worker is replaced', async (t) => {
+  const { p, log, forked, shutdowns } = await proven(t, { youngDeathLimit: 2, spareWorkers: 0, respawnBackoffMs: 1, respawnBackoffMaxMs: 2 });
+  p.onExit(forked[0], 1, null);
+  p.onExit(forked[1], 1, null);
+  for (let i = 0; i < 20; i++) p.onExit((await listening(p, 1 + (i % 2))).worker, 1, null); // within its first 20 ms: young
+  assert.deepEqual(shutdowns, []);
+  assert.deepEqual(log.named('crash-loop'), []);
+  assert.equal(log.named('respawn').length, 22, 'every dead worker was replaced');
+  assert.deepEqual(log.named('worker-exit').slice(2).map((e) => e.stage), Array(20).fill('young'));
+  assert.equal(p.deathsSinceStable, 22);
+});
+
+test('the respawn delay doubles with each worker that died on its own since one last stayed up minUptimeMs, up to the max; a death with a request open does not grow it; a worker that stays up resets it', async (t) => {
+  const { p, log, forked } = await proven(t, { spareWorkers: 0, respawnBackoffMs: 10, respawnBackoffMaxMs: 40 });
+  await until('both workers to have stayed up', () => p.slots.every((slot) => slot.current.stable));
+  p.onExit(forked[0], 1, null);
+  assert.equal(log.named('worker-exit').at(-1).stage, 'serving', 'it had stayed up minUptimeMs');
+  for (let i = 0; i < 4; i++) p.onExit((await listening(p, 1)).worker, 1, null);
+  assert.deepEqual(log.named('worker-exit').slice(1).map((e) => e.stage), ['young', 'young', 'young', 'young']);
+  // Killed within its first 20 ms, with a request open (answered 500 on its way out): a request killed it.
+  const killed = await listening(p, 1);
+  say(killed.worker, MSG.FATAL, { error: { name: 'Error', message: 'boom' }, open: 1 });
+  p.onExit(killed.worker, 1, null);
+  assert.equal(log.named('worker-exit').at(-1).stage, 'serving');
+  assert.deepEqual(log.named('respawn').map((e) => e.in_ms), [10, 10, 20, 40, 40, 40]);
+  // A worker that stays up minUptimeMs after it listened: the next death starts again from the base.
+  const survivor = await listening(p, 1);
+  await until('the new worker to have stayed up', () => survivor.stable);
+  assert.equal(p.unstableDeaths, 0);
+  p.onExit(survivor.worker, 1, null);
+  p.onExit((await listening(p, 1)).worker, 1, null);
+  p.onExit((await listening(p, 1)).worker, 1, null);
+  assert.deepEqual(log.named('respawn').slice(-3).map((e) => e.in_ms), [10, 10, 20]);
+});
+
+test('a first error is logged in full once, its repeats counted and summed up at the stop; a death without an error is known by its signal', async (t) => {
+  const { p, log, forked } = await proven(t, { spareWorkers: 0, respawnBackoffMs: 1, respawnBackoffMaxMs: 1 });
+  p.onExit(forked[0], null, 'SIGKILL'); // killed (the OOM killer, kill -9): no error reported
+  const boom = (n) => ({ name: 'TypeError', message: `Cannot read properties of undefined (reading 'id') for user ${n}`, at: '/srv/app.js:9:3', frames: ['handler (/srv/app.js:9:3)', 'process.processImmediate (node:internal/timers:483:21)'] });
+  for (let i = 0; i < 3; i++) {
+    const info = await listening(p, 1);
+    say(info.worker, MSG.FATAL, { error: boom(i) });
+    p.onExit(info.worker, 1, null);
+  }
+  const other = await listening(p, 1);
+  say(other.worker, MSG.FATAL, { error: { name: 'Error', message: 'other', frames: ['x (/srv/other.js:1:1)'] } });
+  p.onExit(other.worker, 1, null);
+  // Killed again, before it listened this time.
+  const starting = await until('slot 1 forked again', () => p.slots[0].current && !p.slots[0].current.listeningAt && p.slots[0].current);
+  p.onExit(starting.worker, null, 'SIGKILL');
+
+  const exits = log.named('worker-exit');
+  assert.deepEqual(exits.slice(1).map((e) => e.stage), ['young', 'young', 'young', 'young', 'starting']);
+  assert.equal(new Set(exits.slice(1, 4).map((e) => e.crash)).size, 1, 'the same error with another number in its message is one kind');
+  assert.equal(exits[5].crash, exits[0].crash, 'a kill is known by its signal');
+  const first = log.named('worker-crash');
+  assert.deepEqual(first.map((e) => e.crash), [exits[0].crash, exits[1].crash, exits[4].crash], 'one full line per distinct error, at its first death');
+  assert.deepEqual([first[0].error, first[0].signal], [null, 'SIGKILL']);
+  assert.deepEqual(first[1].error.frames, boom(0).frames);
+  assert.deepEqual(log.named('crash-summary'), [], 'repeats wait for their summary');
+
+  // The real stop: it sums up what is pending.
+  Object.assign(p, { shutdown: Primary.prototype.shutdown, finish: () => {}, releaseListeners: () => {} });
+  p.shutdown('SIGTERM', 0);
+  const summary = log.named('crash-summary');
+  assert.deepEqual(summary.map((e) => [e.crash, e.count, e.total]), [[exits[0].crash, 1, 2], [exits[1].crash, 2, 3]]);
+  assert.match(summary[1].message, /^TypeError: Cannot read properties of undefined \(reading 'id'\) for user 0 \(at \/srv\/app\.js:9:3\): 2 more worker deaths in the last \d+ s, 3 since /);
 });
 
 test('a module that fails to load before the first ready stops the cluster; nothing is respawned', (t) => {
