@@ -203,13 +203,25 @@ function errorLogAlerts(file, now = Date.now()) {
   return out;
 }
 
-/** The cause of a failed read, and what to do about it. */
+/** The cause of a failed read (the read check's fix says what to do about it). */
 function readFailure(file, err) {
   if (err.code === 'ENOENT') return `${file} does not exist`;
-  if (err.code === 'EACCES') {
-    return process.getuid && process.getuid() !== 0 ? `${file}: permission denied; run doctor as root` : `${file}: permission denied (even as root)`;
-  }
+  if (err.code === 'EACCES') return `${file}: permission denied (EACCES)${isRoot() ? ' even as root' : ''}`;
   return `${file}: ${err.code || err.message}`;
+}
+
+const isRoot = () => !process.geteuid || process.geteuid() === 0;
+
+/**
+ * Why nginx failed, from its stderr: the first [emerg] line (else [alert], [crit]),
+ * the one that names the file and the errno ("open() "/run/nginx.pid" failed (13:
+ * Permission denied)"), without its time and pid; else the last line. nginx's last
+ * line ("configuration file ... test failed") never says why.
+ */
+function nginxFailure(stderr) {
+  const lines = stderr.trim().split('\n');
+  const line = ['emerg', 'alert', 'crit'].map((level) => lines.find((l) => l.includes(`[${level}]`))).find(Boolean) || lines[lines.length - 1];
+  return line.replace(/^\d{4}\/\d\d\/\d\d \d\d:\d\d:\d\d \[(\w+)\] \d+#\d+: /, 'nginx: [$1] ');
 }
 
 /**
@@ -265,7 +277,7 @@ function gatherNginx(facts, nginxConf, nginxBin) {
     return;
   }
   if (dump.status !== 0) {
-    const why = dump.error ? `${nginxBin}: ${dump.error.code || dump.error.message}` : (dump.stderr || '').trim().split('\n').pop();
+    const why = dump.error ? `${nginxBin}: ${dump.error.code || dump.error.message}` : nginxFailure(dump.stderr || '');
     facts.errors.push(`nginx -T -c ${nginxConf} failed: ${why}`);
     facts.skipped.push({ layer: 'nginx', why: 'nginx -T failed (see the read finding)' });
     return;
@@ -468,7 +480,9 @@ const CHECKS = [
   {
     id: 'read', reads: 'the files and commands that failed',
     run: (facts, ctx) => (facts.errors || []).map((e) => ({ id: 'read', level: 'fail', what: e,
-      fix: /permission denied|EACCES/i.test(e) && !ctx.root ? 'run doctor as root' : 'point --nginx-conf / --app-config at the live files' })),
+      fix: /permission denied|EACCES/i.test(e) && !ctx.root
+        ? `${/^nginx -T/.test(e) ? "nginx -T needs root (it opens nginx's pid file and logs)" : 'reading it needs root'}; run: ${ctx.asRoot || 'sudo tunekit doctor'}`
+        : 'point --nginx-conf / --app-config at the live files' })),
   },
   {
     id: 'skipped', reads: 'the layers left out',
@@ -599,13 +613,17 @@ const CHECKS = [
   },
 ];
 
-/** The cross-layer checks over gathered facts. Pure: facts in, findings out. */
-function analyze(facts, def = config.resolve()) {
+/**
+ * The cross-layer checks over gathered facts. Pure: facts in, findings out.
+ * asRoot: the command line as root, the fix of a read only root may make.
+ */
+function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
   const table = new Map(rules.load().map((r) => [r.id, r]));
   const env = createEnv();
   const ctx = {
     def,
-    root: !process.getuid || process.getuid() === 0,
+    root: isRoot(),
+    asRoot,
     upstream: (key) => rules.upstreamDefault(key),
     broken: (id, vars) => rules.broken(table.get(id), vars, env),
   };

@@ -197,16 +197,16 @@ function writeTree(root, build, { what, asRoot } = {}) {
     stage = null;
     removeDirs(made);
     if (!(err instanceof TreeError)) throw err;
-    throw treeFailure(err, { root, what, asRoot });
+    throw treeFailure(err, { root, what, asRoot, existed: exists });
   } finally {
     if (stage) fs.rmSync(stage, { recursive: true, force: true });
   }
 }
 
 // A TreeError as the one line the user reads.
-function treeFailure(err, { root, what, asRoot }) {
+function treeFailure(err, { root, what, asRoot, existed }) {
   const why = err.cause.code === 'EXDEV' ? 'it is on another file system than the rest of the tree' : reason(err.cause);
-  const changed = err.undo ? `; ${err.undo}` : `; nothing under ${root} was changed`;
+  const changed = err.undo ? `; ${err.undo}` : existed ? `; nothing under ${root} was changed` : '; nothing was written';
   return new KitError(`${what || root}: ${err.doing} ${err.at} (${why})${changed}; ${err.fix || fixFor(err.cause, asRoot)}`);
 }
 

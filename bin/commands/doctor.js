@@ -41,7 +41,7 @@ async function main(argv) {
     ...(files.appConfig && { appConfig: files.appConfig }),
     ...(opts.socket && { socket: opts.socket }),
   });
-  const findings = doctor.analyze(facts);
+  const findings = doctor.analyze(facts, undefined, { asRoot: command.asRoot(COMMAND.name, argv) });
   const sum = doctor.summarize(findings);
   if (opts.json) {
     console.log(JSON.stringify({ summary: sum, findings, facts }, null, 2));

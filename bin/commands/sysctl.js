@@ -7,7 +7,8 @@
 // --json prints the decision per key for Ansible (sysctl/README.md).
 
 const fs = require('node:fs');
-const { UsageError } = require('../../lib/errors');
+const os = require('node:os');
+const { KitError, UsageError } = require('../../lib/errors');
 const command = require('../../lib/command');
 const { reason } = require('../../lib/files');
 const sysctl = require('../../lib/sysctl');
@@ -18,7 +19,8 @@ const COMMAND = {
   about: 'Apply a sysctl.d drop-in without lowering any live value: for each key the higher of the live and the ' +
     'desired value wins (ip_local_port_range: the union of both ranges; tcp_tw_reuse: 0 < 2 < 1), then write the ' +
     'effective drop-in so a reboot applies the same values. Keys this system cannot set (a container, a global key ' +
-    'seen from a network namespace) are reported, not fatal. FILE is the drop-in (render --layer sysctl writes one).',
+    'seen from a network namespace) are reported, not fatal. FILE is the drop-in (render --layer sysctl writes one). ' +
+    'Writing /proc/sys needs root: as another user it sets and writes nothing and says the command to run (--dry-run works as any user).',
   positionals: 2,
   options: {
     out: { type: 'string', value: 'PATH', help: 'where to write the effective drop-in (default: FILE itself)' },
@@ -30,7 +32,7 @@ const COMMAND = {
     'tunekit sysctl apply /etc/sysctl.d/60-tunekit.conf',
     'tunekit sysctl apply /etc/sysctl.d/60-tunekit.conf --dry-run --json',
   ],
-  notes: 'Exit status: 0 applied (or nothing to do), 1 the kernel refused a value, 2 usage or an unreadable drop-in.',
+  notes: 'Exit status: 0 applied (or nothing to do), 1 the kernel refused a value, 2 usage, an unreadable drop-in, or not root (nothing done).',
 };
 
 function parse(argv) {
@@ -39,6 +41,24 @@ function parse(argv) {
   const [sub, file] = positionals;
   if (sub !== 'apply' || !file) throw new UsageError('expected "sysctl apply FILE"; see tunekit sysctl --help');
   return { ...values, file };
+}
+
+// CAP_NET_ADMIN (capability 12) in this process's effective set, from /proc/self/status.
+function hasNetAdmin() {
+  try {
+    const m = /^CapEff:\s*([0-9a-f]+)$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    return Boolean(m && (BigInt(`0x${m[1]}`) >> 12n) & 1n);
+  } catch {
+    return false;
+  }
+}
+
+function whoami() {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return `uid ${process.geteuid()}`;
+  }
 }
 
 function pad(s, n) {
@@ -68,6 +88,15 @@ async function main(argv) {
   }
   const out = values.out || file;
   const dryRun = values['dry-run'];
+  // Only root writes /proc/sys (the kernel's sysctl permission check looks at the
+  // euid; for net.* keys CAP_NET_ADMIN counts too): as another user every key
+  // would fail with EACCES, which reads like a container's, and the drop-in would
+  // be written with each of them marked "cannot be set here". Say what it is
+  // instead, before anything.
+  if (!dryRun && values.proc === sysctl.PROC_SYS && process.geteuid && process.geteuid() !== 0 && !hasNetAdmin()) {
+    throw new KitError(`sysctl apply sets kernel values in ${sysctl.PROC_SYS}, which only root may write (you are ${whoami()}); ` +
+      `nothing was set or written. Run it as root: ${command.asRoot(COMMAND.name, argv)} (--dry-run shows what it would change, as any user)`);
+  }
 
   const steps = sysctl.apply(sysctl.plan(text, { procRoot: values.proc, file }), { procRoot: values.proc, dryRun });
   const failed = steps.filter((s) => s.action === 'failed');
@@ -79,7 +108,7 @@ async function main(argv) {
     try {
       fileChanged = sysctl.writeIfChanged(out, effective);
     } catch (err) {
-      throw new UsageError(`cannot write the effective drop-in ${out}: ${err.code || err.message}; choose a writable --out`);
+      throw new UsageError(`cannot write the effective drop-in ${out}: ${reason(err)}; choose a writable --out`);
     }
   }
   const raised = steps.filter((s) => s.action === 'raise');

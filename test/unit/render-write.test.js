@@ -10,22 +10,11 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
-const { ROOT } = require('../../lib/template');
-const { users } = require('../../lib/accounts');
 const { writeTree } = require('../../lib/files');
+const { nobody, skipNobody, tunekit } = require('../lib/nobody');
 
-const CLI = path.join(ROOT, 'bin/tunekit.js');
-const nobody = users().get('nobody');
-const asNobody = nobody ? ['setpriv', '--reuid', String(nobody.uid), '--regid', String(nobody.gid), '--clear-groups'] : null;
-const skipNobody = process.getuid() !== 0 ? 'needs root to run the CLI as the user nobody (setpriv)'
-  : !nobody ? 'no user nobody here'
-    : spawnSync(asNobody[0], [...asNobody.slice(1), 'test', '-r', CLI]).status !== 0 ? `nobody cannot read ${CLI} (a checkout under a private directory)` : false;
-
-function tunekit(args, { as = [] } = {}) {
-  const argv = [...as, process.execPath, CLI, ...args];
-  return spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', cwd: ROOT });
-}
+/** As the test's own user, root; without it, as nobody. */
+const AS_ROOT = { asRoot: true };
 
 function tmpdir(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-write-'));
@@ -73,7 +62,7 @@ test('a file where the tree has a directory: nothing written, the user\'s files 
   fs.writeFileSync(path.join(out, 'etc/nginx/nginx.conf'), 'the user\'s nginx.conf\n');
   fs.writeFileSync(path.join(out, 'notes.txt'), 'mine\n');
   const before = snapshot(out);
-  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1']);
+  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1'], AS_ROOT);
   assertOneLine(res);
   assert.equal(res.stderr.trim(), `tunekit: --out ${out}: cannot write ${out}/etc/systemd (it is a file, where the tree has a directory); ` +
     `nothing under ${out} was changed; move ${out}/etc/systemd away, or choose another path`);
@@ -85,7 +74,7 @@ test('a good render over a tree of the user\'s: the user\'s files kept, the kit\
   fs.mkdirSync(path.join(out, 'etc/nginx/conf.d'), { recursive: true });
   fs.writeFileSync(path.join(out, 'etc/nginx/nginx.conf'), 'old\n');
   fs.writeFileSync(path.join(out, 'etc/nginx/conf.d/mine.conf'), 'mine\n');
-  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1']);
+  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1'], AS_ROOT);
   assert.equal(res.status, 0, res.stderr);
   const written = res.stdout.split('\n').filter((l) => /^ {2}\S/.test(l)).map((l) => l.trim()).sort();
   const files = snapshot(out).filter((e) => e[1] === 'file').map((e) => e[0]);
@@ -104,7 +93,7 @@ test('as nobody, a directory of root\'s half way through the tree: the files mov
   chownTree(out, nobody.uid, nobody.gid);
   fs.mkdirSync(path.join(out, 'etc/systemd'), { mode: 0o755 });
   const before = snapshot(out);
-  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1'], { as: asNobody });
+  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1']);
   assertOneLine(res);
   assert.equal(res.stderr.trim(), `tunekit: --out ${out}: cannot create ${out}/etc/systemd/system (permission denied (EACCES)); ` +
     `nothing under ${out} was changed; choose a path you can write to, or run it as root: sudo node bin/tunekit.js render --out ${out} --nginx-version 1.22.1`);
@@ -116,14 +105,14 @@ test('as nobody, a tree root made: one line, no stack trace (it was "EACCES ... 
   fs.mkdirSync(path.join(out, 'etc/nginx'), { recursive: true });
   fs.writeFileSync(path.join(out, 'etc/nginx/nginx.conf'), 'root\'s\n');
   const before = snapshot(out);
-  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1'], { as: asNobody });
+  const res = tunekit(['render', '--out', out, '--nginx-version', '1.22.1']);
   assertOneLine(res);
   assert.match(res.stderr, new RegExp(`^tunekit: --out ${out}: cannot write in ${out} \\(permission denied \\(EACCES\\)\\); nothing under ${out} was changed; ` +
     'choose a path you can write to, or run it as root: sudo node bin/tunekit\\.js render '));
   assert.deepEqual(snapshot(out), before);
   // A new --out in a directory nobody may not write: nothing made there either.
   const parent = tmpdir(t);
-  const res2 = tunekit(['render', '--out', path.join(parent, 'a/b'), '--nginx-version', '1.22.1'], { as: asNobody });
+  const res2 = tunekit(['render', '--out', path.join(parent, 'a/b'), '--nginx-version', '1.22.1']);
   assertOneLine(res2);
   assert.match(res2.stderr, new RegExp(`cannot create ${parent}/a \\(permission denied \\(EACCES\\)\\)`));
   assert.deepEqual(fs.readdirSync(parent), []);
@@ -133,7 +122,7 @@ test('render --target kubernetes: a directory where a manifest goes, nothing wri
   const out = path.join(tmpdir(t), 'k8s');
   fs.mkdirSync(path.join(out, 'service.yaml'), { recursive: true });
   const before = snapshot(out);
-  const res = tunekit(['render', '--target', 'kubernetes', '--out', out, '--nginx-version', '1.22.1']);
+  const res = tunekit(['render', '--target', 'kubernetes', '--out', out, '--nginx-version', '1.22.1'], AS_ROOT);
   assertOneLine(res);
   assert.match(res.stderr, new RegExp(`cannot write ${out}/service\\.yaml \\(it is a directory, where the tree has a file\\); nothing under ${out} was changed`));
   assert.deepEqual(snapshot(out), before);
@@ -154,6 +143,6 @@ test('writeTree: a new root appears whole by one rename; a failed build leaves n
   assert.throws(() => writeTree(other, (stage) => {
     fs.writeFileSync(path.join(stage, 'x'), 'x');
     fs.writeFileSync(path.join(stage, 'no/such/dir/y'), 'y');
-  }), (err) => err.name === 'KitError' && err.message === `${other}: cannot write ${other}/no/such/dir/y (no such file (ENOENT)); nothing under ${other} was changed; choose a path where you can write`);
+  }), (err) => err.name === 'KitError' && err.message === `${other}: cannot write ${other}/no/such/dir/y (no such file (ENOENT)); nothing was written; choose a path where you can write`);
   assert.deepEqual(fs.readdirSync(dir).sort(), ['p'], 'r/ and r/s/ removed again');
 });
