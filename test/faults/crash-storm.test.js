@@ -94,7 +94,8 @@ test(`crash storm: ${CRASHES_PER_S} requests a second that kill their worker, fo
 
   // The stop sums up the repeats not yet said; the runner drains and exits 0.
   process.kill(primary, 'SIGTERM');
-  assert.deepEqual(await stack.appExited, { code: 0, signal: null });
+  const exit = await stack.appExited;
+  assert.deepEqual(exit, { code: 0, signal: null });
   const events = appEvents(stack);
   const deaths = events.filter((e) => e.event === 'worker-exit' && e.level === 'warn');
   const firsts = events.filter((e) => e.event === 'worker-crash');
@@ -133,6 +134,7 @@ test(`crash storm: ${CRASHES_PER_S} requests a second that kill their worker, fo
     nginxErrors,
     nginxSample: nginxLines.find((l) => /prematurely closed/.test(l)) || nginxLines[0] || '',
     doctorFails: fails,
+    exitCode: exit.code,
     minUptimeMs: stack.vars.tunekit_app_min_uptime_ms,
   });
 });

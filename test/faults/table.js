@@ -289,6 +289,24 @@ function backlogBurstRow(key, f) {
   ];
 }
 
+function crashStormRow(key, f) {
+  const st = (x) => Object.entries(x).map(([k, v]) => `${v} x ${k}`).join(', ');
+  const nginx = Object.entries(f.nginxErrors).map(([k, v]) => `${v} x "${k}"`).join(', ');
+  return [
+    `a route that kills the worker taking it (an exception thrown outside the request, the shape of a missing await): ${f.crashesPerSecond} requests a second for ${f.crashRequests / f.crashesPerSecond} s beside a steady load`,
+    'the killing requests: 500 from the dying worker (it answers every request it has open, so nginx does not retry them on the other workers), 502 when it died before it read one; the others 200, but for a few 502 of requests on connections the dying worker had accepted',
+    nginx ? `${nginx}; nginx retries a GET whose pooled connection fails, most of them succeed` : 'nothing',
+    f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail: the runner serves with its workers replaced',
+    `once a worker has stayed up tunekit_app_min_uptime_ms (${f.minUptimeMs} ms) after it listened, the runner replaces every dead worker (the warm spare at once) and never stops; the respawn delay grows only with workers that die on their own; the error is logged once in full (worker-crash) and then counted (crash-summary); fix the route, limit_req it in nginx meanwhile`,
+    [
+      `${f.connections} keep-alive loops of good requests ${f.gapMs} ms apart: ${f.good.ok} of ${f.good.requests} answered 200 (${pct(f.good.ok, f.good.requests)}), ${st(f.good.status)}${Object.keys(f.good.errors).length ? `, ${st(f.good.errors)}` : ''}.`,
+      `Killing requests: ${st(f.crashOutcomes)}. ${f.deaths} workers died (${st(f.stages)}): ${f.sparePromotions} replaced by the spare at once, ${f.respawns} forked again (longest delay ${f.longestRespawnMs} ms).`,
+      `The runner ran on, then exited ${f.exitCode} on SIGTERM; its log: one worker-crash line, ${f.summaries} crash-summary line${f.summaries === 1 ? '' : 's'} counting the other ${f.deaths - 1}.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 // A row function returns one row, or (abuse) several.
 const ROWS = {
   reload: reloadRow,
@@ -306,6 +324,7 @@ const ROWS = {
   'backlog-burst': backlogBurstRow,
   'held-idle': heldIdleRow,
   'held-slow': heldSlowRow,
+  'crash-storm': crashStormRow,
 };
 
 function table(figures) {
