@@ -51,6 +51,7 @@ test('the app unit\'s sandbox: the role refuses an app in a home, under /tmp, or
   const cases = [
     [{ tunekit_app_module: '/home/me/myapp/app.js' }, /^tunekit_app_module=\/home\/me\/myapp\/app\.js is under \/home, .* tunekit_app_read_only_paths=\[\/home\/me\/myapp\]/],
     [{ tunekit_app_module: '/var/tmp/myapp/app.js' }, /^tunekit_app_module=\/var\/tmp\/myapp\/app\.js is under \/var\/tmp, and the app's unit has a private one/],
+    [{ tunekit_app_module: '/run/user/1000/app.js', tunekit_app_read_only_paths: ['/home/me/x'] }, /^tunekit_app_module=\/run\/user\/1000\/app\.js is under \/run\/user, a user's runtime directory/],
     [{ tunekit_app_source_dir: '/home/deploy/shop', tunekit_app_module: 'server.js', tunekit_app_read_only_paths: ['/home/deploy/shop2'] },
       /^tunekit_app_module=server\.js \(\/home\/deploy\/shop\/server\.js, in tunekit_app_source_dir\) is under \/home/],
     [{ tunekit_node_bin: '/root/.nvm/versions/node/v22.11.0/bin/node', tunekit_app_install_dir: '/tmp/tk' },
