@@ -93,7 +93,8 @@ class Primary {
 
   // ---- listeners (app/listeners.js) -----------------------------------------
   bindListeners() { return listeners.bindListeners(this); }
-  adoptRoundRobinSocket(info) { listeners.adoptRoundRobinSocket(this, info); }
+  workerListening(info) { listeners.workerListening(this, info); }
+  publishListener(b) { listeners.publishListener(this, b); }
   releaseListeners() { listeners.releaseListeners(this); }
   bindingOf(slot) { return listeners.bindingOf(this, slot); }
 

@@ -11,7 +11,7 @@
 //   p.spareTimer, p.lastError, p.startTimeouts (failed starts in a row), p.exitCode,
 //   and through app/crashes.js p.proven, p.deathsSinceStable, p.unstableDeaths, p.crashKinds, p.crashTimer;
 // and calls p.forkWorker(env) (cluster.fork), p.onMetricsSample, p.fork, p.sendListener, p.takeSpare,
-// p.scheduleSpare, p.bindingOf, p.adoptRoundRobinSocket, p.watchSockets,
+// p.scheduleSpare, p.bindingOf, p.workerListening, p.watchSockets,
 // p.pids, p.shutdown, p.finish.
 // A worker is what cluster.fork returns: id, process.pid, process.kill(sig),
 // send(msg, handle, cb), isConnected(), on('message').
@@ -113,7 +113,7 @@ function onMessage(p, info, msg) {
     crashes.onListening(p, info);
     if (info.state === 'starting') info.state = 'ready';
     try {
-      p.adoptRoundRobinSocket(info);
+      p.workerListening(info);
     } catch (err) {
       p.log('error', 'socket-group', { error: err.message });
     }

@@ -6,9 +6,13 @@
 // nginx's connect() fails with ENOENT (502) for every new upstream connection.
 // Every socketCheckMs the primary looks at each path it bound:
 //   our file      → nothing to do
-//   gone          → bind a new socket there (mode and group as at the start), then a
-//                   rolling restart of the slots on the old one (p.moveWorkers)
+//   gone          → bind a new socket for it (mode and group as at the start), then a
+//                   rolling restart of the slots on the old one (p.moveWorkers); the
+//                   first new worker to listen on it publishes it at the path and
+//                   socket-rebound is logged (app/listeners.js workerListening)
 //   another file  → never touched; said once (socket-replaced)
+// A binding not published yet is left to that; one whose publish failed (a file
+// appeared at the path meanwhile) is published at a later check, once the path is free.
 // Round-robin: Node's cluster holds that socket, and binds again only once every
 // worker has left it (closing its handle, which unlinks the path unchecked), so
 // the runner only says the path is gone and that a restart fixes it. Inherited
@@ -18,7 +22,8 @@
 //   p.s, p.listen, p.log, p.state, p.slots, p.bound, p.rrSocket,
 //   p.unreachable (bindings a re-bind replaced: held open, never closed or released),
 //   p.checks (socket path -> { lastSeen, reported }), p.checkTimer;
-// and calls p.moveWorkers (app/rolling.js) after a re-bind.
+// and calls p.moveWorkers (app/rolling.js) after a re-bind, p.publishListener (app/listeners.js)
+// for a binding a worker listens on but whose path could not be given yet.
 
 const sock = require('./socket');
 const { AppError } = require('./errors');
@@ -51,7 +56,12 @@ function checkSockets(p) {
   }
   for (let i = 0; i < p.bound.length; i++) {
     const b = p.bound[i];
-    if (b.kind === 'unix' && b.owned) checkSocket(p, b, i);
+    if (b.kind !== 'unix' || !b.owned) continue;
+    if (b.published === false) {
+      if (b.listening) p.publishListener(b); // its path was taken when a worker first listened: again
+      continue;
+    }
+    checkSocket(p, b, i);
   }
 }
 
@@ -92,9 +102,13 @@ function checkSocket(p, b, i) {
   rebind(p, b, i, check);
 }
 
-/** The socket file of binding i is gone: bind the path again and move the workers. */
+/**
+ * The socket file of binding i is gone: bind a new socket for the path and move the
+ * workers; the first of them to listen on it publishes it (socket-rebound).
+ */
 function rebind(p, old, i, check) {
-  const missing = sock.goneFor(old.path, check.lastSeen);
+  // Read before binding: the bind changes the directory too.
+  const gone = sock.goneFor(old.path, check.lastSeen);
   let fresh;
   try {
     fresh = sock.bindAgain(old.path, p.s);
@@ -103,13 +117,12 @@ function rebind(p, old, i, check) {
     reportOnce(p, check, `rebind:${err.code}`, 'warn', 'socket-rebind-failed', { path: old.path, error: err.message, code: err.code, retry_ms: p.s.socketCheckMs });
     return;
   }
+  fresh.rebind = { lastSeen: check.lastSeen, changedAt: gone.missing_ms_at_least == null ? null : Date.now() - gone.missing_ms_at_least };
   // The old handle stays open here for good: closing it would make libuv unlink
-  // its path, which now holds the new socket. Its workers drain off it below.
+  // the name it was bound with. Its workers drain off it below.
   p.unreachable.push(old);
   p.bound[i] = fresh;
-  check.lastSeen = fresh.boundAt;
   check.reported = null;
-  p.log('info', 'socket-rebound', { path: fresh.path, ...missing, mode: p.s.socketMode, group: p.s.socketGroup || null });
   p.moveWorkers();
 }
 

@@ -22,6 +22,7 @@ const { makeLogger, formatFor } = require('./log');
 const { normalize, readSettingsFile } = require('./settings');
 const metrics = require('./metrics');
 const { listenMetrics, instanceEndpoint } = require('./metrics-server');
+const address = require('./address');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -302,15 +303,56 @@ function lingeringDestroySoon() {
  * handle; listenInCluster(..., exclusive=true)` → `_listen2`). The handle came from
  * IPC and holds no path, so closing it never unlinks the socket file.
  */
-function listenOnHandle(srv, handle, backlog, address, onListening) {
+function listenOnHandle(srv, handle, backlog, pipeName, onListening) {
   srv.once('listening', onListening);
   if (handle.constructor && handle.constructor.name === 'TCP') {
+    checkTcpHandle(handle, settings.endpoint);
     srv.listen(handle, backlog);
     return;
   }
+  // A Unix socket that is not bound cannot listen (EINVAL): it never gets a name of its own.
   srv._handle = handle;
-  if (address) srv._pipeName = address; // what server.address() reports
+  if (pipeName) srv._pipeName = pipeName; // what server.address() reports
   srv._listen2(null, -1, -1, backlog);
+}
+
+/**
+ * Before listen() on a TCP handle from the primary: it must be bound where the
+ * settings say (app/address.js handleFault). listen() on a socket whose bind failed
+ * would bind it to a random port on every interface: refuse instead, loudly.
+ */
+function checkTcpHandle(handle, endpoint) {
+  const fault = address.handleFault(handle, endpoint);
+  if (!fault) return;
+  const err = new Error(`refusing to listen on the socket handed over for ${endpoint.text}: ${fault}; listen() there would accept on an address nobody asked for`);
+  err.code = 'ELISTENADDR';
+  throw err;
+}
+
+/**
+ * A listen the cluster primary refused (PM2's daemon, or Node's round-robin in the
+ * runner's primary): one line naming the address, what holds it or what is
+ * missing, and the fix; the worker exits 1 (PM2 decides whether to start it again).
+ */
+function listenRefused(err, s) {
+  const listen = s.endpoint;
+  const message = listen.kind === 'tcp' ? address.tcpBindFailure(listen, err.code)
+    : err.code === 'EADDRINUSE' ? `unix:${listen.path} is already in use, ${address.unixHeldBy(listen.path)}: stop that process, or choose another socket path`
+      : `cannot listen on ${listen.text}: ${err.code || err.message}`;
+  if (managed) {
+    // The runner's primary says it (a worker's error travels with its exit).
+    fatal(Object.assign(new Error(message), { code: err.code }), 'listen');
+    return;
+  }
+  log('error', 'listen-refused', { error: message, code: err.code });
+  process.stderr.write(`tunekit: ${message}\n`);
+  process.exit(1);
+}
+
+/** Where a server listening through a cluster primary accepts, as Node reports it (a listen string). */
+function accepting(srv) {
+  const at = srv.address();
+  return typeof at === 'string' ? `unix:${at}` : at && address.listenText({ kind: 'tcp', address: at.address, port: at.port });
 }
 
 /** Listen the way a plain cluster worker does: the cluster primary binds and owns it. */
@@ -420,12 +462,20 @@ async function main() {
   server = app.server;
   applyTimeouts(server, settings);
   installDispatcher(server);
-  server.on('error', (err) => fatal(err, 'server'));
+  // A listen that fails (the cluster primary, PM2's daemon, could not bind: its error
+  // comes as the listen's) is said in one line; any other server error is fatal.
+  server.on('error', (err) => (!server.listening && ['bind', 'listen'].includes(err.syscall) ? listenRefused(err, settings) : fatal(err, 'server')));
   server.once('listening', watchFiles);
 
   if (!managed) {
     listenThroughPrimary(server, settings, () => {
-      log('info', 'listen', { listen: settings.listen, module: app.source, mode: cluster.isWorker ? 'foreign-primary' : 'standalone' });
+      // Confirmed before PM2 hears `ready`: the address Node reports is the one asked for.
+      const at = server.address();
+      if (settings.endpoint.kind === 'tcp' && !(at && address.atTcpEndpoint({ kind: 'tcp', ...at }, settings.endpoint))) {
+        fatal(new Error(`the cluster primary listens on ${accepting(server)} for this worker, not on ${settings.listen} as asked`), 'listen');
+        return;
+      }
+      log('info', 'listen', { listen: settings.listen, accepting: accepting(server), module: app.source, mode: cluster.isWorker ? 'foreign-primary' : 'standalone' });
       // PM2's wait_ready convention.
       if (typeof process.send === 'function') process.send(PM2_READY);
     });
@@ -435,8 +485,12 @@ async function main() {
   process.on('message', (msg, handle) => {
     if (!msg || typeof msg !== 'object' || msg.tunekit !== MSG.LISTEN || draining) return;
     const ready = () => process.send({ tunekit: MSG.LISTENING, source: app.source });
-    if (msg.via === 'handle') listenOnHandle(server, handle, settings.backlog, msg.address, ready);
-    else listenThroughPrimary(server, settings, ready);
+    try {
+      if (msg.via === 'handle') listenOnHandle(server, handle, settings.backlog, msg.address, ready);
+      else listenThroughPrimary(server, settings, ready);
+    } catch (err) {
+      fatal(err, 'listen');
+    }
   });
   process.send({ tunekit: MSG.WANT_LISTEN });
 }

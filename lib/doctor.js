@@ -19,7 +19,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const accounts = require('./accounts');
 const nginxconf = require('./nginxconf');
-const { childrenOf } = require('./proc');
+const { childrenOf, servedPath } = require('./proc');
 const { findNginx } = require('./nginx');
 const config = require('./config');
 const rules = require('./config/rules');
@@ -75,8 +75,10 @@ function absoluteSocketName(name, pids) {
 
 /**
  * Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }];
- * a unix one also has `ino`, the inode of the file it was bound to (ss -e), which
- * tells apart two sockets bound to one path (one of them deleted from it).
+ * a unix one's `local` is the path it serves (lib/proc.js servedPath: the runner's
+ * socket is listed by the name it was bound with), and it also has `ino`,
+ * the inode of the file it was bound to (ss -e), which tells apart two sockets
+ * bound to one path (one of them deleted from it).
  */
 function listeners() {
   const out = [];
@@ -92,7 +94,7 @@ function listeners() {
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
         const ino = / ino:(\d+) dev:/.exec(line);
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: absoluteSocketName(f[4], pids), pids, ino: ino ? Number(ino[1]) : null });
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: servedPath(absoluteSocketName(f[4], pids)), pids, ino: ino ? Number(ino[1]) : null });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), queued: Number(f[1]), local: f[3], pids });
       }

@@ -12,6 +12,17 @@ const net = require('node:net');
 const RUNNER_CMD = /(?:^|[ /])(?:app\/cluster\.js|(?:bin\/)?tunekit(?:\.js)? run)(?: |$)/;
 const WORKER_CMD = /(?:^|[ /])app\/worker\.js(?: |$)/;
 
+// The runner binds its Unix socket under PATH~PID beside the path, and gives the file
+// the path once a worker listens (app/socket.js bindName, publish): a socket keeps
+// the name it was bound with, so `ss` and /proc/net/unix list it as PATH~PID. That
+// name stands for PATH; the inode (ss -e's ino) tells which file it is.
+const RUNNER_BIND_NAME = /~\d+$/;
+
+/** The path a listening Unix socket's name (as ss prints it) serves. */
+function servedPath(name) {
+  return name.replace(RUNNER_BIND_NAME, '');
+}
+
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -105,4 +116,4 @@ function signal(pid, sig) {
   }
 }
 
-module.exports = { freePort, freePorts, readStat, alive, cmdline, childrenOf, readPid, signal, RUNNER_CMD, WORKER_CMD };
+module.exports = { freePort, freePorts, readStat, alive, cmdline, childrenOf, readPid, signal, servedPath, RUNNER_CMD, WORKER_CMD };

@@ -38,10 +38,17 @@ const OPTIONS = {
 const USAGE = 'usage: queue-sampler.js --textfile-dir DIR [--unix PATH]... [--tcp [ADDR:]PORT]... '
   + '[--app-config app.json] [--nginx-conf nginx.conf] [--interval-s N | --once]';
 
+// The tunekit runner binds its Unix socket under PATH~PID and then gives the file its
+// path (app/socket.js bindName): the socket keeps the name it was bound with, so ss
+// lists PATH~PID for PATH. (The same rule as lib/proc.js servedPath; metrics/
+// imports nothing outside itself.)
+const RUNNER_BIND_NAME = /~\d+$/;
+
 /**
- * Listening sockets as ss prints them: [{ kind, local, queued, limit }].
- * unix lines: Netid State Recv-Q Send-Q Local Inode Peer Inode;
- * tcp lines (-t alone: no Netid column): State Recv-Q Send-Q Local Peer.
+ * Listening sockets as ss prints them: [{ kind, local, queued, limit }], a unix one
+ * with `ino` too (the inode of the file it was bound to, with ss -e) and `local` the
+ * path it serves. unix lines: Netid State Recv-Q Send-Q Local Inode Peer Inode
+ * [... ino:N dev:M/m]; tcp lines (-t alone: no Netid column): State Recv-Q Send-Q Local Peer.
  */
 function parseSs(kind, text) {
   const out = [];
@@ -49,13 +56,19 @@ function parseSs(kind, text) {
     const f = line.trim().split(/\s+/);
     const at = kind === 'unix' ? 1 : 0;
     if (f[at] !== 'LISTEN' || f.length < at + 4) continue;
-    out.push({ kind, local: f[at + 3], queued: Number(f[at + 1]), limit: Number(f[at + 2]) });
+    const socket = { kind, local: f[at + 3], queued: Number(f[at + 1]), limit: Number(f[at + 2]) };
+    if (kind === 'unix') {
+      socket.local = socket.local.replace(RUNNER_BIND_NAME, '');
+      const ino = / ino:(\d+) /.exec(`${line} `);
+      if (ino) socket.ino = Number(ino[1]);
+    }
+    out.push(socket);
   }
   return out;
 }
 
 function listening(kind) {
-  const args = kind === 'unix' ? ['-H', '-l', '-x'] : ['-H', '-l', '-t', '-n'];
+  const args = kind === 'unix' ? ['-H', '-l', '-x', '-e'] : ['-H', '-l', '-t', '-n'];
   const r = spawnSync('ss', args, { encoding: 'utf8' });
   if (r.error || r.status !== 0) {
     throw new Error(`\`ss ${args.join(' ')}\` failed (${r.error ? r.error.message : r.stderr.trim()}): install iproute2`);
@@ -73,12 +86,24 @@ function tcpMatches(spec, local) {
  * SO_REUSEPORT (nginx's reuseport: one socket per worker) an address has several
  * queues: queued and limit are those of the fullest one, sockets how many there are.
  */
-function queues(wanted, found) {
+function queues(wanted, found, inodeOf = fileInode) {
   return wanted.map(({ kind, socket }) => {
-    const mine = found.filter((s) => s.kind === kind && (kind === 'unix' ? s.local === socket : tcpMatches(socket, s.local)));
+    let mine = found.filter((s) => s.kind === kind && (kind === 'unix' ? s.local === socket : tcpMatches(socket, s.local)));
+    // After the runner bound a deleted path again, its old socket still listens under
+    // the same name; the one bound to the file at the path is the one nginx reaches.
+    const ino = kind === 'unix' ? inodeOf(socket) : null;
+    if (ino != null && mine.some((s) => s.ino === ino)) mine = mine.filter((s) => s.ino === ino);
     const fullest = mine.reduce((a, s) => (!a || s.queued / s.limit > a.queued / a.limit ? s : a), null);
     return { kind, socket, sockets: mine.length, queued: fullest ? fullest.queued : null, limit: fullest ? fullest.limit : null };
   });
+}
+
+function fileInode(file) {
+  try {
+    return fs.statSync(file).ino;
+  } catch {
+    return null;
+  }
 }
 
 /** The words of an nginx file, comments dropped: directives and their arguments, `{`, `}`, `;`. */

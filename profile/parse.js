@@ -4,6 +4,8 @@
 // /proc/net/netstat's TCP counters. Unit-tested on output recorded on this
 // kit's host (test/fixtures/profile/). strace -c's table: loadtest/syscalls.js.
 
+const { servedPath } = require('../lib/proc');
+
 // `perf trace -s` -> [{ comm, tid, rows: [{ name, calls, errors, seconds }] }],
 // one entry per thread ("node (11942), 12703 events, 93.4%").
 function parsePerfTraceSummary(text) {
@@ -105,7 +107,8 @@ function parseSsListen(text) {
     if (c.length < 5) continue;
     const i = c[0] === 'LISTEN' ? 0 : c[1] === 'LISTEN' ? 1 : -1;
     if (i < 0) continue;
-    out.push({ local: c[i + 3], recvQ: Number(c[i + 1]), sendQ: Number(c[i + 2]) });
+    // A unix listener of the runner is listed by the name it was bound with (lib/proc.js servedPath).
+    out.push({ local: servedPath(c[i + 3]), recvQ: Number(c[i + 1]), sendQ: Number(c[i + 2]) });
   }
   return out;
 }

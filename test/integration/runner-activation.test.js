@@ -51,6 +51,9 @@ test('systemd-socket-activate: the runner serves on the inherited fd 3 and leave
     const listen = r.events.find((e) => e.event === 'listen');
     assert.equal(listen.owner, 'inherited');
     assert.equal(listen.pid, r.pid, 'LISTEN_PID was the runner itself (exec in place)');
+    // Read back from the kernel before `ready`: where the inherited socket accepts.
+    assert.equal(listen.accepting, `unix:${sock}`);
+    assert.ok(r.events.indexOf(listen) < r.events.indexOf(ready), '`listen` before `ready`');
 
     // Until both workers have answered (at most 30 s), not a count.
     const results = await h.requestsUntil(sock, h.fromWorkers(2), { concurrency: 10 });
@@ -79,6 +82,9 @@ test('a listening socket passed as fd 3 with LISTEN_FDS=1 and LISTEN_PID set by 
     stdio: ['ignore', 'pipe', 'pipe', handle.fd],
   });
   const ready = await r.ready();
+  const listen = r.events.find((e) => e.event === 'listen');
+  assert.equal(listen.accepting, `unix:${sock}`, 'the address the inherited socket accepts on, read back from the kernel');
+  assert.ok(r.events.indexOf(listen) < r.events.indexOf(ready), '`listen` before `ready`');
   const results = await h.requests(sock, 100, { concurrency: 10 });
   assert.ok(results.every((res) => res.status === 200));
   assert.ok(results.every((res) => ready.workers.includes(res.json.pid)));

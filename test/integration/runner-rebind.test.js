@@ -14,7 +14,7 @@ const net = require('node:net');
 const path = require('node:path');
 const h = require('../fixtures/runner/harness');
 const { listeners } = require('../../lib/doctor');
-const { sleep } = require('../lib/util');
+const { sleep, until } = require('../lib/util');
 
 const group = h.someGroup();
 const CHECK_MS = 100;
@@ -55,17 +55,6 @@ function assertModeAndGroup(p) {
   assert.equal(st.gid, group.gid, `${p} group ${group.name}`);
 }
 
-/** What a server at `p` says on a new connection. */
-function hello(p) {
-  return new Promise((resolve, reject) => {
-    const c = net.connect(p);
-    let b = '';
-    c.on('data', (d) => { b += d; });
-    c.on('end', () => resolve(b));
-    c.on('error', reject);
-  });
-}
-
 /** Another process's server, bound beside `sock` and then renamed over it (atomically). */
 async function theirServer(t, sock) {
   const other = net.createServer((c) => c.on('error', () => {}).end('theirs\n'));
@@ -76,6 +65,62 @@ async function theirServer(t, sock) {
 }
 
 const count = (r, event) => r.events.filter((e) => e.event === event).length;
+
+/** One connect() to a socket path: 'ok' once accepted (then closed), else the error's code. */
+function connectOnce(p) {
+  return new Promise((resolve) => {
+    const c = net.connect(p);
+    c.once('connect', () => {
+      c.destroy();
+      resolve('ok');
+    });
+    c.once('error', (err) => resolve(err.code));
+  });
+}
+
+/**
+ * connect() to `p` in a tight loop, one attempt at a time, until `done()` is true,
+ * at most `maxAttempts` attempts and `withinMs` ms (it stops by itself). Before each
+ * connect the path is looked up (lstat), so each attempt is counted by what the
+ * path held just before and how the connect ended:
+ *   ok               accepted;
+ *   absent           ENOENT: no file at the path (a deleted socket not back yet, or
+ *                    none bound yet): expected, the path does not exist then;
+ *   refused          ECONNREFUSED: a socket file nobody listens on, by the inode the
+ *                    lstat found (`refusedOn`, inode -> count; null: none found);
+ *   other            any other code, by code.
+ * A socket file that the runner binds at the path before a worker listens on it is
+ * what gets ECONNREFUSED; the runner publishes a socket only once it listens, so
+ * a refusal can only come from a file that was not the runner's (a stale one).
+ */
+async function connectLoop(p, done, { maxAttempts = 200_000, withinMs = 30_000, tally = newTally() } = {}) {
+  for (const end = Date.now() + withinMs; tally.attempts < maxAttempts && Date.now() < end && !done(tally);) {
+    let ino = null;
+    try {
+      ino = fs.lstatSync(p).ino;
+    } catch { /* absent */ }
+    const result = await connectOnce(p);
+    tally.attempts += 1;
+    if (result === 'ok') tally.ok += 1;
+    else if (result === 'ENOENT') tally.absent += 1;
+    else if (result === 'ECONNREFUSED') {
+      tally.refused += 1;
+      tally.refusedOn.set(ino, (tally.refusedOn.get(ino) || 0) + 1);
+    } else tally.other[result] = (tally.other[result] || 0) + 1;
+  }
+  return tally;
+}
+
+const newTally = () => ({ attempts: 0, ok: 0, absent: 0, refused: 0, refusedOn: new Map(), other: {} });
+
+/** `done` for connectLoop: the runner logged `event`, and `n` connects were accepted after it. */
+function acceptedAfter(r, event, n = 200) {
+  let okAt = null;
+  return (tally) => {
+    if (okAt === null && r.events.some((e) => e.event === event)) okAt = tally.ok;
+    return okAt !== null && tally.ok - okAt >= n;
+  };
+}
 
 test('socket file deleted (shared): bound again with its mode and group, logged, workers moved, served; shutdown removes only the new socket', async (t) => {
   const { sock, r, ready } = await startRunner(t);
@@ -121,7 +166,7 @@ test('another socket renamed over ours: left alone and answering, socket-replace
   assert.equal(count(r, 'socket-replaced'), 1, 'said once');
   assert.equal(count(r, 'socket-rebound'), 0);
   assert.equal(fs.lstatSync(sock).ino, theirs, 'their socket is still at the path');
-  assert.equal(await hello(sock), 'theirs\n', 'and still answers');
+  assert.equal(await h.hello(sock), 'theirs\n', 'and still answers');
 
   // The fix it names: move their file away, and the runner binds the path again.
   fs.renameSync(sock, `${sock}.moved`);
@@ -212,4 +257,43 @@ test('deleted during a rolling restart (SIGHUP): the workers started before the 
   assert.equal(res.status, 200);
   assert.ok(moved.workers.includes(res.json.pid));
   assert.deepEqual(holders(sock).current, sorted([r.pid, ...moved.workers]), 'every worker listens on the new socket');
+});
+
+for (const spare of [1, 0]) {
+  test(`a client connecting in a tight loop across a re-bind (spare workers: ${spare}): never refused; ENOENT only while the path is gone`, async (t) => {
+    // Without a spare the new socket waits for a fresh worker to load: a long window
+    // in which a socket bound at the path would refuse every connect().
+    const { sock, r } = await startRunner(t, { extra: ['--set', `tunekit_app_spare_workers=${spare}`] });
+    if (spare) await r.waitFor('spare-ready');
+    const tally = newTally();
+    const seen = connectLoop(sock, acceptedAfter(r, 'socket-rebound'), { tally });
+    await until('the loop to be accepted a few times', () => tally.ok >= 20, 30_000, 5);
+    fs.unlinkSync(sock);
+    await seen;
+    t.diagnostic(JSON.stringify({ ...tally, refusedOn: Object.fromEntries(tally.refusedOn) }));
+    assert.ok(r.events.some((e) => e.event === 'socket-rebound'), 'the path was bound again while the loop ran');
+    assert.equal(tally.refused, 0, `no connect() refused: ${JSON.stringify(Object.fromEntries(tally.refusedOn))}`);
+    assert.deepEqual(tally.other, {}, 'no other error');
+    assert.ok(tally.ok >= 200, 'connects accepted after the re-bind');
+    // The ENOENTs are the connects made while the file was gone; how many depends
+    // on how fast this machine loops, not a figure to assert.
+  });
+}
+
+test('a client connecting in a tight loop while the runner starts over a stale socket file: the path is never absent, and only the stale file refuses', async (t) => {
+  const sock = path.join(h.tmpDir(t), 'app.sock');
+  // A socket file nobody listens on: a process binds it and dies by SIGKILL.
+  const child = require('node:child_process').spawn(process.execPath, ['-e', `
+    require('node:net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'));
+  `], { stdio: 'ignore' });
+  await new Promise((resolve) => child.on('exit', resolve));
+  const stale = fs.lstatSync(sock).ino;
+  const r = h.start(t, { args: ['--listen', `unix:${sock}`, '--workers', '2', '--socket-group', group.name] });
+  const tally = await connectLoop(sock, acceptedAfter(r, 'ready'));
+  t.diagnostic(JSON.stringify({ ...tally, refusedOn: Object.fromEntries(tally.refusedOn) }));
+  assert.ok(r.events.some((e) => e.event === 'stale-socket-removed'), 'the stale file was replaced');
+  assert.equal(tally.absent, 0, 'the stale file was replaced in one step: no moment without a file at the path');
+  assert.deepEqual([...tally.refusedOn.keys()].filter((ino) => ino !== stale), [], 'refused only by the stale file');
+  assert.deepEqual(tally.other, {});
+  assert.ok(tally.ok >= 200);
 });

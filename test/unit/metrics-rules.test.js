@@ -187,6 +187,20 @@ test('the sampler reads ss\'s listening sockets: Recv-Q waiting, Send-Q the limi
   ]);
 });
 
+test('the sampler reads the runner\'s socket by the name it was bound with (PATH~PID) and, after a re-bind, by the inode at the path', () => {
+  // The runner binds under PATH~PID and renames the file to PATH (app/socket.js bindName); a
+  // re-bind leaves the old socket listening under the same name, its file gone.
+  const name = require('../../app/socket').bindName('/run/x/app.sock', 4242);
+  assert.equal(name, '/run/x/app.sock~4242');
+  const unix = sampler.parseSs('unix', [
+    `u_str LISTEN 0 4096 ${name} 1234 * 0 users:(("node",pid=4242,fd=19)) <-> ino:77 dev:0/2049 peers:`,
+    `u_str LISTEN 5 4096 ${name} 1240 * 0 users:(("node",pid=4242,fd=23)) <-> ino:78 dev:0/2049 peers:`,
+  ].join('\n'));
+  assert.deepEqual(unix.map((s) => [s.local, s.ino, s.queued]), [['/run/x/app.sock', 77, 0], ['/run/x/app.sock', 78, 5]]);
+  const q = sampler.queues([{ kind: 'unix', socket: '/run/x/app.sock' }], unix, () => 78);
+  assert.deepEqual(q, [{ kind: 'unix', socket: '/run/x/app.sock', sockets: 1, queued: 5, limit: 4096 }]);
+});
+
 test('the sampler reads the values the rules compare from a rendered app.json and nginx.conf (includes followed)', async (t) => {
   const dir = tmpdir(t);
   const vars = config.resolve({ set: ['tunekit_nginx_upstream_keepalive_timeout_s=30', 'tunekit_nginx_worker_connections=1000'] });
