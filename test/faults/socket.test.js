@@ -7,6 +7,14 @@
 //     the runner's check (socketCheckMs) binds the path again and moves its workers
 //     onto the new socket: the outage measured. With the check off the app runs on,
 //     unreachable by path, until a restart; doctor names it.
+//   - the same under a steady load, and under one that makes nginx open new
+//     upstream connections all along: the runner gives the new socket its path only
+//     once a worker listens on it, so nginx never gets ECONNREFUSED from it; 502s
+//     (ENOENT) only for requests that needed a new connection while the path was
+//     gone, none for a request sent after it was back. Here rather than in the
+//     integration lane (test/integration/runner-rebind.test.js connects straight to
+//     the socket in a tight loop): this is what nginx and its clients see, measured
+//     for docs/reliability.md.
 //   - the app stopped (killed; its socket file left behind): ECONNREFUSED, 502;
 //     started again, its runner replaces the stale file: the time until 200 measured.
 //   - the socket's mode changed so nginx's workers (run as www-data, as on a
@@ -23,6 +31,7 @@ const { startStack } = require('../../lib/stack');
 const { signal } = require('../../lib/proc');
 const { record } = require('./report');
 const { stopAfter, doctor: findings, burst: burstOf } = require('./stack');
+const client = require('./client');
 const { sleep, until } = require('../lib/util');
 
 const doctor = (stack) => findings(stack).filter((f) => f.level === 'fail');
@@ -137,6 +146,113 @@ test('socket file deleted under a running stack: 502 with ENOENT until the runne
   t.diagnostic(JSON.stringify(figures));
   record('socket-deleted', figures);
 });
+
+/**
+ * GETs of `url` through nginx in `connections` keep-alive loops, one request at a
+ * time each, until stop(): every request's start (ms) and outcome (status, or the
+ * error's code). `flowing` counts the answers, for a test to wait on.
+ */
+function timedLoad(url, connections, stop) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const results = [];
+  const loop = async () => {
+    while (!stop(results)) {
+      const at = Date.now();
+      const r = await client.once(agent, url, { method: 'GET' });
+      results.push({ at, status: r.status, error: r.err ? r.err.code || r.err.message : undefined });
+    }
+  };
+  const done = Promise.all(Array.from({ length: connections }, loop)).then(() => {
+    agent.destroy();
+    return results;
+  });
+  return { results, done };
+}
+
+const nginxLines = (stack, re) => fs.readFileSync(stack.errorLogPath, 'utf8').split('\n').filter((l) => re.test(l)).length;
+
+// Three loads, each against its own stack and re-bind, with two nginx workers:
+//   steady           16 connections, GET /, the kit's values: nginx keeps up to
+//                    tunekit_nginx_upstream_keepalive (64) idle upstream connections
+//                    per worker and serves most requests on them (to the old socket's
+//                    workers); it opens a new one only when a worker's pool runs short
+//                    at that moment (its share of the 16 shifts);
+//   new-connections  64 connections, GET /?delay_ms=20 (each held 20 ms by the app,
+//                    so dozens are in flight upstream), nginx keeping only 2 idle
+//                    upstream connections per worker: nearly every request opens a
+//                    new one, as behind an nginx without upstream keep-alive, so
+//                    nginx connects all through the re-bind;
+//   no-spare         the same without the warm spare (tunekit_app_spare_workers=0):
+//                    the new socket waits for a fresh worker to start, the window in
+//                    which a socket bound at the path itself would refuse nginx.
+const CHURN = ['tunekit_nginx_upstream_keepalive=2'];
+const REBIND_LOADS = [
+  { name: 'steady', connections: 16, urlPath: '/', set: [] },
+  { name: 'new-connections', connections: 64, urlPath: '/?delay_ms=20', set: CHURN },
+  { name: 'no-spare', connections: 64, urlPath: '/?delay_ms=20', set: [...CHURN, 'tunekit_app_spare_workers=0'] },
+];
+// The load goes on until this many requests have started after the workers were
+// moved (reload-done), at most LOAD_MAX_MS: bounded by count and by time.
+const AFTER_MOVED = 2000;
+const LOAD_MAX_MS = 60_000;
+
+for (const load of REBIND_LOADS) {
+  test(`socket file deleted under load through nginx (${load.name}, ${load.connections} connections): never ECONNREFUSED from the new socket; 502 (ENOENT) only while the path is gone`, { timeout: 180_000 }, async (t) => {
+    let stopping = false;
+    let loadDone = null;
+    // Registered before the stack's stop, so it runs first: the load ends before nginx does.
+    t.after(() => { stopping = true; return loadDone; });
+    const stack = await startWatched(t, { set: ['tunekit_nginx_worker_processes=2', ...load.set] });
+    const started = Date.now();
+    let moved = null; // reload-done's time, once the runner logged it
+    let scanned = 0;
+    let afterMoved = 0;
+    const stop = (results) => {
+      for (; moved !== null && scanned < results.length; scanned++) if (results[scanned].at > moved) afterMoved++;
+      return stopping || Date.now() - started > LOAD_MAX_MS || afterMoved >= AFTER_MOVED;
+    };
+    const { results, done } = timedLoad(new URL(load.urlPath, stack.url).href, load.connections, stop);
+    loadDone = done;
+    await until('the load to flow', () => results.length >= 200, 30_000, 20);
+    const deletedAt = Date.now();
+    fs.unlinkSync(stack.socketPath);
+    const rebound = await appEvent(stack, (e) => e.event === 'socket-rebound');
+    assert.ok(rebound, 'the runner logged socket-rebound');
+    const doneEvent = await appEvent(stack, (e) => e.event === 'reload-done' && e.reason === 'socket-rebound');
+    assert.ok(doneEvent, 'the runner moved its workers onto the new socket');
+    moved = Date.parse(doneEvent.ts);
+    await done;
+    const reboundAt = Date.parse(rebound.ts);
+    const status = {};
+    const errors = {};
+    for (const r of results) {
+      if (r.error) errors[r.error] = (errors[r.error] || 0) + 1;
+      else status[r.status] = (status[r.status] || 0) + 1;
+    }
+    const failed = results.filter((r) => r.error || r.status !== 200);
+    const failedAfterBack = failed.filter((r) => r.at > reboundAt).length;
+    const enoent = nginxLines(stack, /connect\(\) to unix:.* failed \(2: No such file or directory\)/);
+    const refused = nginxLines(stack, /connect\(\) to unix:.* failed \(111: Connection refused\)/);
+    const fails = doctor(stack).map((f) => f.id);
+    const figures = {
+      command: COMMAND, connections: load.connections, path: load.urlPath, spareWorkers: stack.vars.tunekit_app_spare_workers,
+      upstreamKeepalive: stack.vars.tunekit_nginx_upstream_keepalive,
+      requests: results.length, seconds: (Date.now() - started) / 1000,
+      status, errors, failed: failed.length, failedAfterBack, failedMs: failed.length ? [failed[0].at - deletedAt, failed[failed.length - 1].at - deletedAt] : null,
+      nginx: { enoent, refused }, missingMs: { atLeast: rebound.missing_ms_at_least, atMost: rebound.missing_ms_at_most },
+      reboundMs: reboundAt - deletedAt, movedMs: moved - deletedAt, doctorAfter: fails,
+    };
+    t.diagnostic(JSON.stringify(figures));
+    record(`socket-rebind ${load.name}`, figures);
+    assert.equal(refused, 0, 'nginx never got ECONNREFUSED: the path names a listening socket from its first moment');
+    assert.deepEqual(errors, {}, 'no reset, no client error: every request got an answer');
+    assert.deepEqual(Object.keys(status).filter((k) => k !== '200' && k !== '502'), [], 'a request is answered 200, or 502 when nginx could not connect');
+    assert.equal(failedAfterBack, 0, 'no request sent after the path was back failed');
+    // A 502 is a connect() nginx made while the path was gone: one ENOENT line each.
+    assert.equal(status[502] || 0, enoent, '502s and nginx\'s ENOENT lines are the same connects');
+    assert.ok(!fails.includes('socket-deleted') && !fails.includes('socket'), `doctor finds nothing wrong with the socket afterwards: ${fails}`);
+  });
+}
 
 test('socket file deleted, the runner\'s check off: 502 with ENOENT until a restart, named by doctor', { timeout: 120_000 }, async (t) => {
   const stack = await startWatched(t, { set: ['tunekit_app_socket_check_ms=0'] });

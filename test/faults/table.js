@@ -86,6 +86,46 @@ function socketDeletedRow(key, f) {
   ];
 }
 
+// The socket deleted under load through nginx: a steady load served on nginx's pool,
+// and one that makes nginx open new upstream connections all along.
+function socketRebindRow(key, f) {
+  const churn = key !== 'socket-rebind steady';
+  const spare = f.spareWorkers ? '' : ', no warm spare (tunekit_app_spare_workers=0): the new socket waits for a fresh worker';
+  return [
+    churn
+      ? `app socket file deleted under a load that makes nginx open an upstream connection for nearly every request (${f.connections} client connections, each request held 20 ms by the app, tunekit_nginx_upstream_keepalive=${f.upstreamKeepalive})${spare}`
+      : `app socket file deleted under a steady load (${f.connections} client keep-alive connections, the kit's upstream pool of ${f.upstreamKeepalive} per nginx worker)`,
+    f.failed
+      ? `502 for the requests that needed a new upstream connection while the path was gone (${f.failed}, started ${f.failedMs[0]}-${f.failedMs[1]} ms after the unlink); none sent after the path was back failed (${f.failedAfterBack})`
+      : 'nothing: every request answered 200 (nginx needed no new upstream connection while the path was gone: its pooled ones reach the old socket\'s workers)',
+    `${f.nginx.enoent} x \`connect() ... failed (2: No such file or directory)\`, ${f.nginx.refused} x \`(111: Connection refused)\``,
+    f.doctorAfter.length ? `after: fail: ${f.doctorAfter.join(', ')}` : 'after the re-bind: no fail',
+    'the runner binds the new socket beside the path (PATH~PID) and links it to the path only once a worker listens on it, so the path names a listening socket from its first moment: no ECONNREFUSED; the path is missing until the next check (tunekit_app_socket_check_ms) finds it gone and a worker has taken the new socket (the warm spare: milliseconds; without one, a fresh worker\'s start)',
+    [
+      `${f.requests} GETs of ${f.path} in ${f.seconds} s: ${counts(f.status)}${Object.keys(f.errors).length ? `, errors: ${counts(f.errors)}` : ''}.`,
+      `The runner logged socket-rebound ${f.reboundMs} ms after the unlink (the path missing ${f.missingMs.atLeast == null ? 'up to ' : `${f.missingMs.atLeast}-`}${f.missingMs.atMost} ms, as far as it could tell) and had moved both workers ${f.movedMs} ms after the unlink.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
+// The app's listen address held by another process when the runner starts (runner-listen.test.js).
+function listenTakenRow(key, f) {
+  const ms = f.cases.map((c) => c.ms);
+  return [
+    'the app\'s listen address taken when the runner starts: a TCP port (127.0.0.1 or ::1) or a live Unix socket held by another process',
+    'the runner never serves: it exits 1 before any worker starts; whatever holds the address keeps answering',
+    'nothing (nginx connects to whatever holds the address)',
+    'not run: the runner is stopped (systemd restarts it after RestartSec)',
+    'the primary checks its bind before anything uses it (libuv defers EADDRINUSE to listen(); a worker listening on a socket that never bound would take a random port on every interface), and a live Unix socket by connecting to it; it stops with one line naming the address and, where ss can tell, the process holding it',
+    [
+      `${f.cases.length} forms, every one exit ${[...new Set(f.cases.map((c) => c.code))].join('/')}, ${Math.min(...ms)}-${Math.max(...ms)} ms from the start of the process to its exit (${f.cases.map((c) => `${c.form}: ${c.ms} ms`).join('; ')}).`,
+      `The line, for tcp:127.0.0.1:PORT: \`${f.cases[0].line}\`; for a Unix socket: \`${(f.cases.find((c) => c.form.startsWith('unix')) || f.cases[0]).line}\`.`,
+      stamp(f),
+    ].join(' '),
+  ];
+}
+
 function appStoppedRow(key, f) {
   return [
     'app stopped (killed), its socket file left behind',
@@ -311,6 +351,8 @@ function crashStormRow(key, f) {
 const ROWS = {
   reload: reloadRow,
   'socket-deleted': socketDeletedRow,
+  'socket-rebind': socketRebindRow,
+  'listen-taken': listenTakenRow,
   'app-stopped': appStoppedRow,
   'socket-eacces': socketEaccesRow,
   'accept-queue': acceptQueueRow,
