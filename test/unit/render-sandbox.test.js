@@ -57,8 +57,17 @@ test('an app under /home is refused, naming the variable and both fixes: move it
   assert.match(err, /^tunekit: inconsistent settings: tunekit_app_module=\/home\/me\/myapp\/app\.js is under \/home, which the app's unit hides \(ProtectHome=yes\)/);
   assert.match(err, /move the app \(e\.g\. to \/srv\/myapp or \/opt\/myapp\)/);
   assert.match(err, /tunekit_app_read_only_paths=\[\/home\/me\/myapp\]/);
-  // The other homes the unit hides.
-  assert.match(refused(t, ['tunekit_app_module=/root/app.js']), /tunekit_app_module=\/root\/app\.js is under \/root, which the app's unit hides/);
+  // root's home: hidden too, and no opening offered: under ProtectHome=tmpfs
+  // /root stays 0700, so the app's user could not reach a folder bound there.
+  const root = refused(t, ['tunekit_app_module=/root/app/app.js']);
+  assert.match(root, /tunekit_app_module=\/root\/app\/app\.js is under \/root, root's home, which the app's unit hides \(ProtectHome=yes\); opening a folder of it would not help/);
+  assert.match(root, /move the app \(e\.g\. to \/srv\/myapp or \/opt\/myapp\)/);
+  assert.doesNotMatch(root, /tunekit_app_read_only_paths=\[\/root/);
+  // Opening it is refused too: both lines.
+  const both = render(t, ['tunekit_app_module=/root/app/app.js', 'tunekit_app_read_only_paths=[/root/app]']);
+  assert.equal(both.res.status, 2, both.res.stderr);
+  assert.match(both.res.stderr, /tunekit_app_module=\/root\/app\/app\.js is under \/root/);
+  assert.match(both.res.stderr, /tunekit_app_read_only_paths=\[\/root\/app\] may list only folders inside \/home .* one under \/root, \/tmp or \/run\/user cannot be opened/);
   // A user's runtime directory is there only while they are logged in: no opening it.
   const run = refused(t, ['tunekit_app_module=/run/user/1000/app/app.js']);
   assert.match(run, /tunekit_app_module=\/run\/user\/1000\/app\/app\.js is under \/run\/user, a user's runtime directory, there only while they are logged in/);
@@ -77,7 +86,7 @@ test('an app under /tmp or /var/tmp is refused with one fix, moving it: the unit
   assert.equal(res.status, 2, res.stderr);
   assert.deepEqual(res.stderr.split('\n').filter((l) => l.startsWith('  - ')).map((l) => l.split(' ').slice(3, 4)[0]),
     ['tunekit_app_module=/tmp/myapp/app.js', 'tunekit_app_read_only_paths=[/tmp/myapp]'], res.stderr);
-  assert.match(res.stderr, /tunekit_app_read_only_paths=\[\/tmp\/myapp\] may list only folders inside \/home or \/root .* one under \/tmp or \/run\/user cannot be opened/);
+  assert.match(res.stderr, /tunekit_app_read_only_paths=\[\/tmp\/myapp\] may list only folders inside \/home .* one under \/root, \/tmp or \/run\/user cannot be opened/);
   assert.equal(fs.existsSync(out), false, 'nothing written');
 });
 
@@ -116,9 +125,9 @@ test('an opened folder covers the paths inside it only: a sibling that shares it
 });
 
 test('tunekit_app_read_only_paths takes folders inside a home only, as clean absolute paths', (t) => {
-  for (const bad of ['/home', 'home/me/app', '/home/me/../other', '/home/me/./app', '/home/me/my app', '/home/me/a:b', '/srv/app', '/run/user/1000/app']) {
+  for (const bad of ['/home', '/root/app', 'home/me/app', '/home/me/../other', '/home/me/./app', '/home/me/my app', '/home/me/a:b', '/srv/app', '/run/user/1000/app']) {
     const err = refused(t, ['tunekit_app_module=/srv/app/app.js', `tunekit_app_read_only_paths=["${bad}"]`]);
-    assert.match(err, /may list only folders inside \/home or \/root/, bad);
+    assert.match(err, /may list only folders inside \/home \(/, bad);
   }
 });
 
