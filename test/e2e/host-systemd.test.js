@@ -6,7 +6,12 @@
 // of 0..64 KB (test/faults/bodies.js against the hash app) fail no request and
 // lose, corrupt or repeat no body; with the .socket unit, `systemctl restart` under load loses no
 // connection attempt; `tunekit sysctl apply` in the container sets what its
-// network namespace allows and reports the rest.
+// network namespace allows and reports the rest; the unit starts the app from
+// every place render accepts (/srv, /opt, a folder of a 0700 home opened
+// read-only; render refuses /root, where ProtectHome=tmpfs keeps the folder out
+// of the app user's reach); a crash storm (a route that kills its worker, twice a
+// second beside a steady load) leaves the unit active, never restarted by
+// systemd, with the error in its journal once.
 //
 // The kit is copied into the container's root (/opt/tunekit-app), the render
 // tree onto its /. The load runs INSIDE the container (test/fixtures/host/load.js,
@@ -49,6 +54,9 @@ const until = (what, fn, timeoutMs = 60000) => untilEvery(what, fn, timeoutMs, 2
 const SET = ['tunekit_app_workers=2', 'tunekit_nginx_keepalive_requests=10000000', 'tunekit_nginx_host_mode=dedicated'];
 const LOAD_S = 20;
 const HASH_APP = '/opt/tunekit-app/test/fixtures/faults/hash-app.js';
+const CRASH_APP = '/opt/tunekit-app/test/fixtures/runner/crash-route.js';
+const { CRASH_MESSAGE } = require('../fixtures/runner/crash-route');
+const CRASH_STORM_S = 30;
 
 async function sh(host, cmd, timeoutMs = 120000) {
   const r = await host.ssh(cmd, { timeoutMs });
@@ -88,8 +96,8 @@ async function waitServing(host, vars, expectWorkers) {
   });
 }
 
-function startLoad(host, seconds = LOAD_S) {
-  return host.ssh(`node /opt/tunekit-app/test/fixtures/host/load.js http://127.0.0.1/ ${seconds} 16`, { timeoutMs: (seconds + 60) * 1000 })
+function startLoad(host, seconds = LOAD_S, connections = 16) {
+  return host.ssh(`node /opt/tunekit-app/test/fixtures/host/load.js http://127.0.0.1/ ${seconds} ${connections}`, { timeoutMs: (seconds + 60) * 1000 })
     .then((r) => {
       assert.equal(r.code, 0, `load.js failed: ${r.stderr}`);
       return JSON.parse(r.stdout.trim().split('\n').pop());
@@ -110,7 +118,7 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   const [host] = hosts;
 
   // The kit (runner, CLI and the defaults it reads, load generators with their node_modules) in /opt/tunekit-app.
-  for (const d of ['app', 'bin', 'lib', 'roles', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/faults', 'package.json']) {
+  for (const d of ['app', 'bin', 'lib', 'roles', 'ansible', 'node_modules', 'test/fixtures/host', 'test/fixtures/faults', 'test/fixtures/runner', 'test/faults', 'package.json']) {
     nspawn.copyInto(host, path.join(ROOT, d), path.join('opt/tunekit-app', d));
   }
   await sh(host, [
@@ -280,6 +288,65 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     await sh(host, `/usr/lib/systemd/systemd-sysctl /etc/sysctl.d/${vars.tunekit_sysctl_file}`);
   });
 
+  // ---- where the app lives ----------------------------------------------------
+  // Every place render accepts a module, with the directives it renders for it:
+  // the unit starts the app from each (ProtectHome=yes hides /home and /root;
+  // tunekit_app_read_only_paths opens one folder read-only through
+  // ProtectHome=tmpfs + BindReadOnlyPaths=, even inside a 0700 home).
+  await t.test('the unit starts the app from every place render accepts: /srv, /opt, and a folder of a 0700 home opened read-only', async (st) => {
+    await sh(host, 'useradd --create-home --home-dir /home/me --shell /usr/sbin/nologin me && chmod 0700 /home/me');
+    const places = [
+      { module: '/srv/myapp/app.js', set: [], protectHome: 'yes' },
+      { module: '/opt/myapp/server.js', set: [], protectHome: 'yes' },
+      { module: '/home/me/myapp/dist/app.js', set: ['tunekit_app_read_only_paths=[/home/me/myapp]'], protectHome: 'tmpfs', bind: '/home/me/myapp' },
+    ];
+    for (const p of places) {
+      // An app that says where it was loaded from, owned by the home's user
+      // where there is one, readable by others as files copied there are.
+      const owner = p.module.startsWith('/home/me/') ? 'me:me' : 'root:root';
+      await sh(host, `mkdir -p ${path.dirname(p.module)} && printf '%s\\n' ${JSON.stringify("module.exports = (req, res) => res.end(JSON.stringify({ from: __filename }));")} > ${p.module} && chown -R ${owner} ${path.dirname(p.module)}`);
+      const v = await installed(['tunekit_systemd_socket_activation=false', `tunekit_app_module=${p.module}`, ...p.set]);
+      await sh(host, `systemctl daemon-reload && systemd-analyze verify ${unit} && systemctl restart ${unit}`);
+      assert.equal(await sh(host, `systemctl show -p ProtectHome --value ${unit}`), p.protectHome, p.module);
+      if (p.bind) assert.match(await sh(host, `systemctl show -p BindReadOnlyPaths --value ${unit}`), new RegExp(`^${p.bind}(:|$)`), p.module);
+      const body = await until(`${unit} to answer from ${p.module}`, async () => {
+        const r = await host.ssh(`curl -s --max-time 5 --unix-socket ${v.tunekit_socket_path} http://app/`);
+        return r.code === 0 && r.stdout.includes('"from"') ? r.stdout : false;
+      });
+      assert.equal(JSON.parse(body).from, p.module);
+      st.diagnostic(`${p.module}: ProtectHome=${p.protectHome}${p.bind ? ` BindReadOnlyPaths=${p.bind}` : ''}, served`);
+    }
+  });
+
+  // ---- a crash storm under the unit -------------------------------------------
+  // An app whose /crash route kills its worker (test/fixtures/runner/crash-route.js),
+  // two crash requests a second beside a steady load of good ones, both through
+  // nginx inside the container: the runner replaces each worker and never exits,
+  // so systemd never restarts the unit and it ends active with the same main pid;
+  // the journal has the error in full once.
+  await t.test('a crash storm under the unit: the good requests answered, the unit active with the same main pid, 0 restarts, the error logged once', async (st) => {
+    const cv = await installed(['tunekit_systemd_socket_activation=false', `tunekit_app_module=${CRASH_APP}`]);
+    const since = await sh(host, 'date +%s');
+    await sh(host, `systemctl daemon-reload && systemctl restart ${unit}`);
+    const started = await waitServing(host, cv, 2);
+    const journal = () => sh(host, `journalctl -u ${unit} -o cat --since @${since}`);
+    await until('the runner to log "stable" (a worker stayed up: crashes from now on are crashes under traffic)', async () => /"event":"stable"/.test(await journal()));
+    const load = startLoad(host, CRASH_STORM_S + 5, 4);
+    // The storm's pace: two a second, each on a new connection, bounded in count.
+    const storm = sh(host, `for i in $(seq 1 ${CRASH_STORM_S * 2}); do curl -s -o /dev/null -m 5 http://127.0.0.1/crash; sleep 0.5; done`, (CRASH_STORM_S + 120) * 1000);
+    const [result] = await Promise.all([load, storm]);
+    st.diagnostic(`good load beside ${CRASH_STORM_S * 2} crash requests: ${JSON.stringify(result)}`);
+    assert.ok(result.ok2xx >= 0.99 * result.requests, `${result.ok2xx} of ${result.requests} good requests answered 2xx`);
+    assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
+    assert.equal(await sh(host, `systemctl show -p NRestarts --value ${unit}`), '0', 'systemd restarted the unit');
+    assert.equal(Number(await sh(host, `systemctl show -p MainPID --value ${unit}`)), started.main, 'the runner was replaced');
+    const log = await journal();
+    const crashLines = log.split('\n').filter((l) => /"event":"worker-crash"/.test(l));
+    assert.equal(crashLines.length, 1, `the error logged in full ${crashLines.length} times:\n${crashLines.join('\n')}`);
+    assert.match(crashLines[0], new RegExp(CRASH_MESSAGE.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    assert.equal(await sh(host, `curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1/`), '200');
+  });
+
   // ---- socket activation ----------------------------------------------------
   await sh(host, `systemctl stop ${unit}`);
   // Leave a stale socket file at the path, as a crashed process would: the
@@ -317,6 +384,6 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     assert.equal(await sh(host, `curl -s -o /dev/null -w '%{http_code}' --max-time 30 --unix-socket ${sock} http://app/`), '200');
     assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
     // `tunekit logs` reads the unit's journal: the runner's reload-done line is there.
-    assert.match(await sh(host, `node /opt/tunekit-app/bin/tunekit.js logs -n 200 --app-config ${vars.tunekit_app_config_path}`), /"event":"reload-done"/);
+    assert.match(await sh(host, `node /opt/tunekit-app/bin/tunekit.js logs -n 5000 --app-config ${vars.tunekit_app_config_path}`), /"event":"reload-done"/);
   });
 });
