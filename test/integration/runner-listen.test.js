@@ -26,6 +26,7 @@ const { promisify } = require('node:util');
 const h = require('../fixtures/runner/harness');
 const { record } = require('../faults/report');
 const { users } = require('../../lib/accounts');
+const { alive } = require('../../lib/proc');
 const { sleep, until } = require('../lib/util');
 
 const group = h.someGroup();
@@ -139,11 +140,21 @@ test('tcp:127.0.0.1:PORT held by another process, under a foreign cluster primar
 
 test('tcp:127.0.0.1:PORT held by another process, under PM2 cluster mode: the instances exit 1 with one line naming the holder; PM2 listens on no port',
   { skip: fs.existsSync(PM2) ? false : 'pm2 is not installed (npm ci)', timeout: 120000 }, async (t) => {
-    const dir = h.tmpDir(t);
+    // Its own directory, removed only once PM2's daemon is gone: `pm2 kill` reaches the
+    // daemon through PM2_HOME, so a directory removed first would leave it running.
+    const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'tkr-pm2-'));
     const env = { ...process.env, PM2_HOME: path.join(dir, 'pm2-home') };
     delete env.TUNEKIT_CONFIG;
     const pm2 = (...args) => promisify(execFile)(PM2, args, { env, timeout: 60000 });
-    t.after(() => pm2('kill').catch(() => {}));
+    t.after(async () => {
+      let daemon = null;
+      try {
+        daemon = Number(fs.readFileSync(path.join(env.PM2_HOME, 'pm2.pid'), 'utf8'));
+      } catch { /* never started */ }
+      await pm2('kill').catch(() => {});
+      if (daemon && alive(daemon)) process.kill(daemon, 'SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
     const occ = await occupant(t, { kind: 'tcp', host: '127.0.0.1' });
     // PM2 passes its instances the environment it is started with.
     env.TUNEKIT_CONFIG = h.writeConfig(dir, { listen: `tcp:127.0.0.1:${occ.port}` });
