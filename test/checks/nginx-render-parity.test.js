@@ -20,19 +20,20 @@ const profile = (p) => path.join(ROOT, 'ansible/profiles', p);
 
 const SETS = {
   // Each set names an nginx version, so both sides of every version branch
-  // (docs/versions.md) are rendered by both engines.
+  // (docs/versions.md) are rendered by both engines; per_worker and https name a
+  // systemd version (the app unit's RestartSteps= from 254), the others leave it unknown.
   uds: { varsFiles: [], set: ['tunekit_nginx_version=1.18.0'] },
   // An app in a home, its folder opened to the unit (ProtectHome=tmpfs, BindReadOnlyPaths=).
   tcp: { varsFiles: [], set: ['tunekit_nginx_version=1.22.1', 'tunekit_upstream_kind=tcp', 'tunekit_app_tcp_port=3101',
     'tunekit_app_module=/home/me/my.app/app.js', 'tunekit_app_read_only_paths=[/home/me/my.app, /home/me/lib]'] },
-  per_worker: { varsFiles: [profile('small.yml')], set: ['tunekit_nginx_version=1.26.3', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3'] },
+  per_worker: { varsFiles: [profile('small.yml')], set: ['tunekit_nginx_version=1.26.3', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=3', 'tunekit_systemd_version=257'] },
   sticky: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_upstream_kind=per-worker', 'tunekit_app_workers=2', 'tunekit_nginx_upstream_sticky=true'] },
   stock: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.30.6', 'tunekit_app_tcp_host=::1'] },
   stock_old: { varsFiles: [profile('stock.yml')], set: ['tunekit_nginx_version=1.18.0'] },
   large: { varsFiles: [profile('large.yml')], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_access_log=off', 'tunekit_nginx_listen_address=127.0.0.1'] },
   https_old: { varsFiles: [], set: ['tunekit_nginx_version=1.24.0', 'tunekit_nginx_tls=true', 'tunekit_nginx_server_name=example.com'] },
   https: { varsFiles: [], set: ['tunekit_nginx_version=1.26.3', 'tunekit_nginx_tls=true', 'tunekit_nginx_tls_profile=modern', 'tunekit_nginx_tls_port=8443',
-    'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53', 'tunekit_nginx_gzip_level=6'] },
+    'tunekit_nginx_hsts_max_age=63072000', 'tunekit_nginx_tls_stapling_resolver=127.0.0.53', 'tunekit_nginx_gzip_level=6', 'tunekit_systemd_version=252'] },
   http3: { varsFiles: [], set: ['tunekit_nginx_version=1.30.6', 'tunekit_nginx_openssl_version=3.6.5', 'tunekit_nginx_http3_module=true', 'tunekit_nginx_tls=true',
     'tunekit_nginx_http3=true', 'tunekit_nginx_tls_early_data=true', 'tunekit_nginx_quic_retry=true'] },
   // Several apps: two sites, one with a location prefix, one app's own upstream kind and workers.

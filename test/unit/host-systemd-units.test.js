@@ -126,6 +126,47 @@ test('the app unit keeps the socket directory for nginx and matches stop timeout
   assert.match(socket, new RegExp(`^Backlog=${vars.tunekit_app_backlog}$`, 'm'));
 });
 
+/**
+ * The delay before each automatic restart as systemd computes it
+ * (service_restart_usec_next in src/core/service.c): RestartSec for the first;
+ * with RestartSteps=n and RestartMaxDelaySec=max, restart k waits
+ * RestartSec x (max / RestartSec)^((k - 1) / n), and max from k = n + 1 on.
+ */
+function restartDelays(sec, steps, max, count) {
+  return Array.from({ length: count }, (_, i) => (steps === 0 || sec === 0 || max <= sec || i === 0 ? sec
+    : i >= steps ? max : sec * (max / sec) ** (i / steps)));
+}
+
+test('the restart policy: a fixed delay for a systemd before 254 or not known; from 254 the stepped delays, which never start more than StartLimitBurst times within StartLimitIntervalSec', (t) => {
+  const directive = (unit, k) => unit.split('\n').filter((l) => l.startsWith(`${k}=`)).map((l) => l.slice(k.length + 1));
+  const unitFor = (version) => {
+    const { vars, unitDir } = renderUnits(t, [`tunekit_systemd_version=${version}`]);
+    return { vars, unit: fs.readFileSync(path.join(unitDir, `${vars.tunekit_app_name}.service`), 'utf8') };
+  };
+  for (const version of [0, 247, 252, 253]) {
+    const { vars, unit } = unitFor(version);
+    assert.deepEqual(directive(unit, 'Restart'), ['on-failure']);
+    assert.deepEqual(directive(unit, 'RestartSec'), [String(vars.tunekit_systemd_restart_sec)]);
+    assert.deepEqual([...directive(unit, 'RestartSteps'), ...directive(unit, 'RestartMaxDelaySec')], [], `systemd ${version} has no RestartSteps=`);
+    assert.match(unit, /a broken deploy ends failed after StartLimitBurst starts/);
+  }
+  for (const version of [254, 257]) {
+    const { vars, unit } = unitFor(version);
+    assert.deepEqual(directive(unit, 'RestartSteps'), [String(vars.tunekit_systemd_restart_steps)]);
+    assert.deepEqual(directive(unit, 'RestartMaxDelaySec'), [String(vars.tunekit_systemd_restart_max_delay_s)]);
+    // A runner that exits at once on every start (the worst case): the start after the
+    // burst comes only once the start limit's window has passed.
+    const burst = Number(directive(unit, 'StartLimitBurst')[0]);
+    const interval = Number(directive(unit, 'StartLimitIntervalSec')[0]);
+    const delays = restartDelays(Number(directive(unit, 'RestartSec')[0]), Number(directive(unit, 'RestartSteps')[0]),
+      Number(directive(unit, 'RestartMaxDelaySec')[0]), burst);
+    const nextStart = delays.reduce((a, b) => a + b, 0);
+    t.diagnostic(`systemd ${version}: restarts after ${delays.map((d) => d.toFixed(1)).join(', ')} s; start ${burst + 1} at ${nextStart.toFixed(1)} s, the window ${interval} s`);
+    assert.ok(nextStart > interval, `start ${burst + 1} at ${nextStart.toFixed(1)} s falls inside StartLimitIntervalSec=${interval}: a broken deploy would end failed`);
+    assert.match(unit, /a broken deploy is\n# retried for ever/);
+  }
+});
+
 test('the PM2 drop-in loads onto the unit `pm2 startup systemd` writes, without a warning', { skip }, (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-host-pm2unit-'));
   t.after(() => fs.rmSync(out, { recursive: true, force: true }));
