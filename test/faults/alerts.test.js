@@ -49,6 +49,12 @@ function rulesWithoutHold(dir) {
   return file;
 }
 
+// The stop functions of the helpers whose output is in a dir: the dir is
+// removed only once they are stopped (t.after hooks run in the order they were
+// added, so the dir's own hook, added first, stops them before it removes it; a
+// sampler still writing into it made the removal fail with ENOTEMPTY).
+const daemonsIn = new Map();
+
 /** Spawn a long-running helper, its output in dir/NAME.log, killed by its pid in t.after. */
 function daemon(t, dir, name, cmd, args) {
   const log = path.join(dir, `${name}.log`);
@@ -56,13 +62,27 @@ function daemon(t, dir, name, cmd, args) {
   const child = spawn(cmd, args, { stdio: ['ignore', out, out] });
   fs.closeSync(out);
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  t.after(async () => {
+  const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     signal(child.pid, 'SIGTERM');
     await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
     if (alive(child.pid)) signal(child.pid, 'SIGKILL');
-  });
+  };
+  if (!daemonsIn.has(dir)) daemonsIn.set(dir, []);
+  daemonsIn.get(dir).push(stop);
+  t.after(stop);
   return { child, log };
+}
+
+/** A scratch dir for helpers' files, removed after the helpers in it are stopped. */
+function scratchDir(t, prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  t.after(async () => {
+    await Promise.all((daemonsIn.get(dir) || []).map((stop) => stop()));
+    daemonsIn.delete(dir);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
 }
 
 /**
@@ -71,8 +91,7 @@ function daemon(t, dir, name, cmd, args) {
  * stub_status, and Prometheus with the rules over all of them and the runner.
  */
 async function observe(t, stack) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-alerts-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = scratchDir(t, 'tunekit-alerts-');
   const progs = path.join(dir, 'progs');
   const textfiles = path.join(dir, 'textfile');
   fs.mkdirSync(progs);
