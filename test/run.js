@@ -79,12 +79,17 @@ const MEASURED_S = {
   'test/e2e/boot-failure.test.js': 50,
   'test/checks/nginx-render-parity.test.js': 194,
 };
+// Files whose own bounds add up past their lane's floor: the sum of their tests'
+// timeouts, so that each test ends on its own bound before the file is killed.
+// held.test.js: two idle-client tests of 720 s each (20 chunks x a client's 30 s
+// timeout + 120 s) and one of 180 s.
+const BOUNDED_S = { 'test/faults/held.test.js': 2 * 720 + 180 };
 const KILL_GRACE_MS = 60000; // SIGTERM -> SIGKILL: a test's exit hooks stop its hosts in seconds
 const LEAK_WAIT_MS = 10000; // processes killed by a file's exit hooks are reaped within this
 const TAIL_CHARS = 4096;
 
 function limitOf(lane, file) {
-  return Math.min(LIMIT_CAP_S, Math.max(LANE_FLOOR_S[lane.name], Math.ceil(LIMIT_FACTOR * (MEASURED_S[file] || 0))));
+  return Math.min(LIMIT_CAP_S, Math.max(LANE_FLOOR_S[lane.name], Math.ceil(LIMIT_FACTOR * (MEASURED_S[file] || 0)), BOUNDED_S[file] || 0));
 }
 
 function filesOf(suite) {
