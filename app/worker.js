@@ -82,7 +82,7 @@ function fatal(err, where) {
  * request left without an answer on a pooled upstream connection is retried by
  * nginx on the next pooled connection, another worker's, at no cost to its
  * proxy_next_upstream_tries (an error on a cached connection does not count:
- * ngx_http_upstream_next, "TODO: inform balancer instead"), so the request that
+ * ngx_http_upstream_next, where a comment notes the balancer is not told), so the request that
  * killed this worker would kill each worker in turn: through the kit's nginx one
  * such request killed 3 workers of 2 slots and the spare within 40 ms. Node's
  * docs allow clean-up before the exit
