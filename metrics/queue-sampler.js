@@ -13,6 +13,12 @@
 //     --unix /run/tunekit-app/app.sock --tcp 80 --tcp 443 \
 //     --app-config /etc/tunekit-app/app.json --nginx-conf /etc/nginx/nginx.conf [--interval-s 15 | --once]
 //
+// A directive the nginx files leave out counts at nginx's own default, read from
+// nginx-defaults.json beside this file (`npm run generate` writes it from the
+// definition's "Upstream default:" lines; the role copies both), for the nginx
+// version `nginx -v` reports: an upstream block without keepalive_timeout keeps
+// idle connections 60 s, and from nginx 1.29.7 one without `keepalive` pools too.
+//
 // The file (FILE_NAME) is written whole, then renamed into place: node_exporter
 // never reads half a sample. Metric names: metrics/README.md.
 
@@ -22,6 +28,7 @@ const { spawnSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
 
 const FILE_NAME = 'tunekit-queues.prom';
+const DEFAULTS_FILE = path.join(__dirname, 'nginx-defaults.json');
 const SOMAXCONN = '/proc/sys/net/core/somaxconn';
 
 const OPTIONS = {
@@ -30,13 +37,15 @@ const OPTIONS = {
   tcp: { type: 'string', multiple: true, default: [] },
   'app-config': { type: 'string' },
   'nginx-conf': { type: 'string' },
+  'nginx-bin': { type: 'string', default: 'nginx' },
+  'nginx-defaults': { type: 'string', default: DEFAULTS_FILE },
   'interval-s': { type: 'string', default: '15' },
   once: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 };
 
 const USAGE = 'usage: queue-sampler.js --textfile-dir DIR [--unix PATH]... [--tcp [ADDR:]PORT]... '
-  + '[--app-config app.json] [--nginx-conf nginx.conf] [--interval-s N | --once]';
+  + '[--app-config app.json] [--nginx-conf nginx.conf] [--nginx-bin nginx] [--nginx-defaults FILE] [--interval-s N | --once]';
 
 // The tunekit runner binds its Unix socket under PATH~PID and then gives the file its
 // path (app/socket.js bindName): the socket keeps the name it was bound with, so ss
@@ -165,13 +174,31 @@ function seconds(v) {
   return Number(m[1]) * { ms: 0.001, s: 1, m: 60, h: 3600 }[m[2] || 's'];
 }
 
+/** A dotted version (1.29.7) compared with another: <0, 0, >0. */
+function compareVersions(a, b) {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) if ((x[i] || 0) !== (y[i] || 0)) return (x[i] || 0) - (y[i] || 0);
+  return 0;
+}
+
+/** The version the nginx binary reports (`nginx -v` writes "nginx version: nginx/1.22.1" to stderr). */
+function nginxVersion(bin) {
+  const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
+  const m = /nginx\/(\d+(?:\.\d+)+)/.exec(`${r.stdout || ''}${r.stderr || ''}`);
+  if (!m) throw new Error(`\`${bin} -v\` printed no version (${r.error ? r.error.message : (r.stderr || '').trim() || `exit ${r.status}`}): pass --nginx-bin PATH`);
+  return m[1];
+}
+
 /**
  * The values the cross-layer rules compare, as this host has them:
  * [{ layer, name, value, source }]. Only what could be read is listed; a source
  * that could not be read (an app.json half-written by a deploy) is named in
  * `out.errors` and the others are still read, the queues still sampled.
+ * `nginx`: { defaults, version } — nginx's defaults (nginx-defaults.json) and the
+ * version running; without them a directive left out is not counted.
  */
-function settings({ appConfig, nginxConf }) {
+function settings({ appConfig, nginxConf, nginx = null }) {
   const out = [];
   out.errors = [];
   const add = (layer, name, value, source) => { if (Number.isFinite(value)) out.push({ layer, name, value, source }); };
@@ -185,7 +212,7 @@ function settings({ appConfig, nginxConf }) {
   from(SOMAXCONN, () => add('kernel', 'somaxconn', Number(fs.readFileSync(SOMAXCONN, 'utf8').trim()), SOMAXCONN));
   let listen = null;
   if (appConfig) from(appConfig, () => { listen = appSettings(appConfig, add); });
-  if (nginxConf) from(nginxConf, () => nginxSettings(nginxConf, listen, add));
+  if (nginxConf) from(nginxConf, () => nginxSettings(nginxConf, listen, add, nginx));
   return out;
 }
 
@@ -200,22 +227,44 @@ function appSettings(appConfig, add) {
 
 /**
  * nginx's worker limits, and the keepalive_timeout of the upstream blocks that
- * name the app's listen as a server (per-worker sockets: PATH.N); without an
- * app.json, of every upstream block. The longest counts: it is the one the app
- * must outlast.
+ * keep idle connections (a `keepalive` directive; every block from the version
+ * where that is nginx's default) and name the app's listen as a server
+ * (per-worker sockets: PATH.N); without an app.json, of every such block. The
+ * longest counts: it is the one the app must outlast. A block without its own
+ * keepalive_timeout keeps them for nginx's default; a block that keeps none
+ * cannot race.
  */
-function nginxSettings(nginxConf, listen, add) {
+function nginxSettings(nginxConf, listen, add, nginx) {
   const d = directives(nginxConf);
   const first = (name, context) => d.find((x) => x.name === name && (context === undefined || x.context === context));
+  const inBlock = (name, block) => d.find((x) => x.name === name && x.context === block);
   const target = listen ? listen.replace(/^tcp:/, '') : null;
   const isApp = (server) => !target || server === target || server.startsWith(`${target}.`);
-  const blocks = new Set(d.filter((x) => x.name === 'server' && /> upstream \S+$/.test(x.context) && isApp(x.args[0])).map((x) => x.context));
-  const upstreamTimeouts = d.filter((x) => x.name === 'keepalive_timeout' && blocks.has(x.context)).map((x) => seconds(x.args[0]));
+  const poolsByDefault = Boolean(nginx && nginx.version && compareVersions(nginx.version, nginx.defaults.upstreamKeepaliveDefaultSince) >= 0);
+  const pools = (block) => (inBlock('keepalive', block) ? Number(inBlock('keepalive', block).args[0]) > 0 : poolsByDefault);
+  const blocks = [...new Set(d.filter((x) => x.name === 'server' && /> upstream \S+$/.test(x.context) && isApp(x.args[0])).map((x) => x.context))]
+    .filter(pools);
+  const timeoutOf = (block) => {
+    const own = inBlock('keepalive_timeout', block);
+    if (own) return seconds(own.args[0]);
+    return nginx ? nginx.defaults.upstreamKeepaliveTimeoutS : null;
+  };
+  const upstreamTimeouts = blocks.map(timeoutOf).filter((v) => v !== null);
   if (upstreamTimeouts.length) add('nginx', 'upstream_keepalive_timeout_seconds', Math.max(...upstreamTimeouts), nginxConf);
   const wc = first('worker_connections', 'events');
   if (wc) add('nginx', 'worker_connections', Number(wc.args[0]), nginxConf);
+  else if (nginx) add('nginx', 'worker_connections', nginx.defaults.workerConnections, nginxConf);
   const nofile = first('worker_rlimit_nofile', '');
   if (nofile) add('nginx', 'worker_rlimit_nofile', Number(nofile.args[0]), nginxConf);
+}
+
+/** nginx's defaults, as `npm run generate` wrote them (nginx-defaults.json). */
+function readDefaults(file) {
+  const d = JSON.parse(fs.readFileSync(file, 'utf8'));
+  for (const key of ['upstreamKeepaliveTimeoutS', 'workerConnections', 'upstreamKeepaliveDefaultSince']) {
+    if (d[key] === undefined) throw new Error(`${file} has no ${key}: copy the nginx-defaults.json of the same kit version as this file`);
+  }
+  return d;
 }
 
 /** A label value as the text format writes it. */
@@ -251,11 +300,22 @@ function writeAtomically(dir, name, text) {
   fs.renameSync(tmp, path.join(dir, name));
 }
 
+/** nginx's defaults and running version, or what kept them from being read (a directive left out is then not counted). */
+function nginxFacts(o) {
+  try {
+    return { facts: { defaults: readDefaults(o.nginxDefaults), version: nginxVersion(o.nginxBin) } };
+  } catch (err) {
+    return { facts: null, error: `nginx's defaults: ${err.message}` };
+  }
+}
+
 /** One sample: read the queues and settings, write the file. Returns the text written and what could not be read. */
 function sampleOnce(o) {
   const wanted = [...o.unix.map((socket) => ({ kind: 'unix', socket })), ...o.tcp.map((socket) => ({ kind: 'tcp', socket }))];
   const found = [...(o.unix.length ? listening('unix') : []), ...(o.tcp.length ? listening('tcp') : [])];
-  const sets = settings(o);
+  const nginx = o.nginxConf ? nginxFacts(o) : null;
+  const sets = settings({ ...o, nginx: nginx && nginx.facts });
+  if (nginx && nginx.error) sets.errors.push(nginx.error);
   const text = format(queues(wanted, found), sets);
   writeAtomically(o.textfileDir, FILE_NAME, text);
   return { text, errors: sets.errors };
@@ -271,7 +331,8 @@ function options(argv) {
   const intervalS = Number(v['interval-s']);
   if (!(intervalS > 0)) throw new Error(`--interval-s ${v['interval-s']} is not a positive number of seconds`);
   for (const t of v.tcp) if (!/^(\d+|.+:\d+)$/.test(t)) throw new Error(`--tcp ${t}: give PORT or ADDR:PORT as ss prints it (127.0.0.1:80, [::]:443)`);
-  return { textfileDir: v['textfile-dir'], unix: v.unix, tcp: v.tcp, appConfig: v['app-config'], nginxConf: v['nginx-conf'], intervalS, once: v.once };
+  return { textfileDir: v['textfile-dir'], unix: v.unix, tcp: v.tcp, appConfig: v['app-config'], nginxConf: v['nginx-conf'],
+    nginxBin: v['nginx-bin'], nginxDefaults: v['nginx-defaults'], intervalS, once: v.once };
 }
 
 function main(argv = process.argv.slice(2)) {
@@ -306,4 +367,4 @@ function main(argv = process.argv.slice(2)) {
 
 if (require.main === module) main();
 
-module.exports = { parseSs, queues, words, directives, seconds, settings, format, sampleOnce, FILE_NAME };
+module.exports = { parseSs, queues, words, directives, seconds, settings, readDefaults, compareVersions, format, sampleOnce, FILE_NAME, DEFAULTS_FILE };

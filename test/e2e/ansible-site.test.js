@@ -63,6 +63,10 @@ async function checkMetrics(h, workers) {
   // The sampler writes its first sample at start; node_exporter serves it.
   await until(`the sampler's queues in node_exporter on ${h.name}`, async () => /^tunekit_listen_queue_limit\{/m.test(
     await scrape(h, vars.tunekit_metrics_node_exporter_port)), 60000, 500);
+  // In its sandbox it read every source, nginx's version (`nginx -v`) and the
+  // defaults beside it included: a directive left out counts at nginx's default.
+  assert.doesNotMatch(await sh(h, `journalctl -u ${vars.tunekit_app_name}-queue-sampler.service --no-pager -o cat`), /cannot read|failed/,
+    `the sampler on ${h.name} could not read a source`);
   // The runner's endpoint: worker="N" per slot (the warm spare is worker="spare").
   const slots = async () => new Set([...(await scrape(h, vars.tunekit_metrics_listen.split(':').pop()))
     .matchAll(/^tunekit_app_connections_active\{[^}]*worker="(\d+)"/gm)].map((m) => m[1])).size;

@@ -28,6 +28,7 @@ const http = require('node:http');
 const { spawn } = require('node:child_process');
 const YAML = require('yaml');
 const { startStack } = require('../../lib/stack');
+const { nginxBinary } = require('../../lib/nginx');
 const { freePorts, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
@@ -103,7 +104,7 @@ async function observe(t, stack) {
     '-address', '127.0.0.1', '-port', String(mtailPort), '-logtostderr', '-poll_interval', '250ms']);
   daemon(t, dir, 'sampler', process.execPath, [SAMPLER, '--textfile-dir', textfiles, '--unix', stack.socketPath,
     '--tcp', `127.0.0.1:${stack.port}`, '--app-config', v.tunekit_app_config_path,
-    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'), '--interval-s', '1']);
+    '--nginx-conf', path.join(stack.renderDir, 'etc/nginx/nginx.conf'), '--nginx-bin', nginxBinary(), '--interval-s', '1']);
   daemon(t, dir, 'node_exporter', '/usr/bin/prometheus-node-exporter', ['--collector.disable-defaults', '--collector.textfile',
     `--collector.textfile.directory=${textfiles}`, `--web.listen-address=127.0.0.1:${nodePort}`]);
   daemon(t, dir, 'nginx_exporter', '/usr/bin/prometheus-nginx-exporter',
@@ -254,9 +255,19 @@ test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and Tune
   assert.deepEqual(stack.pids().app.slice(1), children, 'the app workers are the same processes');
 });
 
-test('inverted keep-alive timeouts (app 1 s under nginx\'s): TunekitDriftKeepaliveRace fires', { timeout: 180_000 }, async (t) => {
-  const handEdit = (file) => fs.writeFileSync(file, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), keepAliveTimeoutMs: 1000, headersTimeoutMs: 2000 }, null, 2)}\n`);
-  const stack = await startHashStack(t, { workers: 1, beforeStart: (vars) => handEdit(vars.tunekit_app_config_path) });
+test('nginx\'s default upstream keepalive_timeout (no line) in front of an app on Node\'s default 5 s: TunekitDriftKeepaliveRace fires', { timeout: 180_000 }, async (t) => {
+  // Files edited by hand the common way: the app's keepAliveTimeout back at Node's
+  // default, the upstream block's keepalive_timeout line gone (nginx keeps idle
+  // connections its default 60 s). The sampler must count the line left out.
+  const handEdit = (vars) => {
+    const app = vars.tunekit_app_config_path;
+    fs.writeFileSync(app, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(app, 'utf8')), keepAliveTimeoutMs: 5000 }, null, 2)}\n`);
+    const upstream = path.join(vars.tunekit_nginx_include_dir, 'upstream.conf');
+    const text = fs.readFileSync(upstream, 'utf8');
+    assert.match(text, /^\s*keepalive_timeout \S+;$/m);
+    fs.writeFileSync(upstream, text.replace(/^\s*keepalive_timeout \S+;$/m, ''));
+  };
+  const stack = await startHashStack(t, { workers: 1, beforeStart: handEdit });
   const { prom } = await observe(t, stack);
   // The race itself (TunekitKeepaliveRace) needs a request to meet the app's close:
   // it may fire; the values in force say so every time.

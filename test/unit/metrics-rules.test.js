@@ -201,6 +201,55 @@ test('the sampler reads the runner\'s socket by the name it was bound with (PATH
   assert.deepEqual(q, [{ kind: 'unix', socket: '/run/x/app.sock', sockets: 1, queued: 5, limit: 4096 }]);
 });
 
+test('the sampler counts a directive the nginx files leave out at nginx\'s default, and only upstream blocks that pool', (t) => {
+  // The host the keep-alive race alert must see: an upstream block with `keepalive 8`
+  // and no keepalive_timeout (nginx keeps idle connections 60 s) in front of an app
+  // that closes them after Node's default 5 s.
+  const dir = tmpdir(t);
+  const app = path.join(dir, 'app.json');
+  fs.writeFileSync(app, JSON.stringify({ listen: 'unix:/run/app/app.sock', keepAliveTimeoutMs: 5000, headersTimeoutMs: 60000, backlog: 511 }));
+  const conf = (upstream) => {
+    const file = path.join(dir, 'nginx.conf');
+    fs.writeFileSync(file, `events { }\nhttp {\n  upstream app {\n    server unix:/run/app/app.sock;\n${upstream}  }\n}\n`);
+    return file;
+  };
+  const defaults = sampler.readDefaults(sampler.DEFAULTS_FILE);
+  const nginx = (version) => ({ defaults, version });
+  const value = (upstream, version, name = 'upstream_keepalive_timeout_seconds') => {
+    const got = sampler.settings({ appConfig: app, nginxConf: conf(upstream), nginx: version === null ? null : nginx(version) });
+    return (got.find((s) => s.name === name) || {}).value;
+  };
+  const definition = readDefinition();
+  const upstreamDefault = (key) => Number(/^\d+/.exec(definition.find((d) => d.key === key).upstream)[0]);
+  assert.equal(defaults.upstreamKeepaliveTimeoutS, upstreamDefault('tunekit_nginx_upstream_keepalive_timeout_s'));
+  assert.equal(value('    keepalive 8;\n', '1.22.1'), defaults.upstreamKeepaliveTimeoutS, 'a pool without keepalive_timeout keeps connections for nginx\'s default');
+  assert.equal(value('    keepalive 8;\n    keepalive_timeout 4s;\n', '1.22.1'), 4);
+  assert.equal(value('', '1.22.1'), undefined, 'before 1.29.7 a block without keepalive keeps no idle connection: no race');
+  assert.equal(value('    keepalive_timeout 75s;\n', '1.22.1'), undefined, 'a keepalive_timeout without a pool is no race either');
+  assert.equal(value('', '1.30.0'), defaults.upstreamKeepaliveTimeoutS, 'from 1.29.7 every upstream block pools by default');
+  assert.equal(value('', '1.29.7'), defaults.upstreamKeepaliveTimeoutS);
+  assert.equal(value('', '1.29.6'), undefined);
+  assert.equal(value('    keepalive 8;\n', null), undefined, 'without nginx\'s defaults a value left out is not guessed');
+  assert.equal(value('', '1.22.1', 'worker_connections'), upstreamDefault('tunekit_nginx_worker_connections'));
+  assert.equal(value('', null, 'worker_connections'), undefined);
+
+  // Through the command as its unit runs it: nginx's version asked of the binary.
+  const textfiles = fs.mkdtempSync(path.join(dir, 'tf-'));
+  conf('    keepalive 8;\n');
+  const bin = path.join(dir, 'nginx');
+  fs.writeFileSync(bin, '#!/bin/sh\necho "nginx version: nginx/1.22.1" >&2\n', { mode: 0o755 });
+  const run = (extra) => require('node:child_process').spawnSync(process.execPath, [require.resolve('../../metrics/queue-sampler'),
+    '--textfile-dir', textfiles, '--app-config', app, '--nginx-conf', path.join(dir, 'nginx.conf'), '--once', ...extra], { encoding: 'utf8' });
+  const ok = run(['--nginx-bin', bin]);
+  assert.equal(ok.status, 0, ok.stderr);
+  const text = fs.readFileSync(path.join(textfiles, sampler.FILE_NAME), 'utf8');
+  assert.match(text, new RegExp(`^tunekit_setting\\{layer="nginx",name="upstream_keepalive_timeout_seconds"\\} ${defaults.upstreamKeepaliveTimeoutS}$`, 'm'));
+  const missing = run(['--nginx-bin', path.join(dir, 'no-such-nginx')]);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /cannot read nginx's defaults: .*no-such-nginx -v` printed no version .*: pass --nginx-bin PATH/);
+  assert.match(fs.readFileSync(path.join(textfiles, sampler.FILE_NAME), 'utf8'), /name="keepalive_timeout_seconds"\} 5$/m, 'the other values are still written');
+});
+
 test('the sampler reads the values the rules compare from a rendered app.json and nginx.conf (includes followed)', async (t) => {
   const dir = tmpdir(t);
   const vars = config.resolve({ set: ['tunekit_nginx_upstream_keepalive_timeout_s=30', 'tunekit_nginx_worker_connections=1000'] });
