@@ -4,32 +4,39 @@
 // grammar for an audit (directives, blocks, quoted strings, comments); it does not
 // validate — `nginx -t` does that.
 
-/** Split nginx config text into tokens: words, '{', '}', ';'. */
+/** Split nginx config text into tokens: words ({ word, line }), '{', '}', ';'. Lines count from 1. */
 function tokenize(text) {
   const tokens = [];
   let i = 0;
+  let line = 1;
+  const skip = (to) => {
+    for (; i < to; i++) if (text[i] === '\n') line++;
+  };
   while (i < text.length) {
     const c = text[i];
     if (c === '#') {
-      while (i < text.length && text[i] !== '\n') i++;
+      let j = i;
+      while (j < text.length && text[j] !== '\n') j++;
+      skip(j);
     } else if (/\s/.test(c)) {
-      i++;
+      skip(i + 1);
     } else if (c === '{' || c === '}' || c === ';') {
       tokens.push(c);
       i++;
     } else if (c === '"' || c === "'") {
+      const at = line;
       let j = i + 1;
       let word = '';
       while (j < text.length && text[j] !== c) {
         if (text[j] === '\\' && j + 1 < text.length) j++;
         word += text[j++];
       }
-      tokens.push({ word });
-      i = j + 1;
+      tokens.push({ word, line: at });
+      skip(j + 1);
     } else {
       let j = i;
       while (j < text.length && !/[\s{};]/.test(text[j])) j++;
-      tokens.push({ word: text.slice(i, j) });
+      tokens.push({ word: text.slice(i, j), line });
       i = j;
     }
   }
@@ -37,10 +44,11 @@ function tokenize(text) {
 }
 
 /**
- * Parse one file's text into a tree of { name, args, children? }.
+ * Parse one file's text into a tree of { name, args, file, line, children? }:
+ * where each directive is written (file as given, line of its name).
  * `nginx -T` output holds several files; use parseDump for it.
  */
-function parse(text) {
+function parse(text, file = null) {
   const tokens = tokenize(text);
   let pos = 0;
   function block() {
@@ -56,9 +64,10 @@ function parse(text) {
         continue;
       }
       const words = [];
+      const { line } = t;
       while (pos < tokens.length && typeof tokens[pos] === 'object') words.push(tokens[pos++].word);
       const end = tokens[pos++];
-      const node = { name: words[0], args: words.slice(1) };
+      const node = { name: words[0], args: words.slice(1), file, line };
       if (end === '{') node.children = block();
       out.push(node);
     }
@@ -84,7 +93,7 @@ function parseDump(dump) {
     }
   }
   if (!files.size) throw new Error('no "# configuration file" sections: is this `nginx -T` output?');
-  const parsed = new Map([...files].map(([f, lines]) => [f, parse(lines.join('\n'))]));
+  const parsed = new Map([...files].map(([f, lines]) => [f, parse(lines.join('\n'), f)]));
   const main = [...files.keys()][0];
   const seen = new Set();
   function expand(nodes, dir) {
@@ -110,6 +119,11 @@ function parseDump(dump) {
   }
   const prefixDir = main.slice(0, main.lastIndexOf('/'));
   return { main, files: [...files.keys()], tree: expand(parsed.get(main), prefixDir) };
+}
+
+/** Where a directive is written, as an editor opens it: "FILE:LINE" (its line alone when the file is not known). */
+function where(node) {
+  return node.file ? `${node.file}:${node.line}` : `line ${node.line}`;
 }
 
 /** Every node named `name` anywhere under `nodes`, with its ancestors. */
@@ -142,4 +156,4 @@ function seconds(value) {
   return total;
 }
 
-module.exports = { tokenize, parse, parseDump, findAll, child, seconds };
+module.exports = { tokenize, parse, parseDump, findAll, child, seconds, where };
