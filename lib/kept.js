@@ -19,13 +19,25 @@
 // A record is live while one of its processes runs (the pid alive and its command
 // line naming the stack's dir, so a recycled pid is never taken for it); a record
 // whose processes are all gone is stale: it is said to be, and never used.
+//
+// `tunekit run` records itself the same way (recordRun; "kind": "run"): the
+// record STATE_DIR/stacks/run-PID.json, and beside it the runner's dir run-PID/
+// holding app.json, the settings it runs with (a runner started with flags has
+// no file of them), which reload, logs, status and doctor read as they read a
+// host's app.json; `--stack DIR` names that dir. It is live while its pid runs
+// with the start time recorded (a recycled pid has another); the runner removes
+// it when it exits. One left by a runner that was killed (SIGKILL leaves no
+// exit hook) is stale: the command that finds it says so and removes it, as
+// nothing else of a runner is left to stop.
 
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { UsageError } = require('./errors');
-const { alive, cmdline } = require('./proc');
-const { DEFAULT_APP_CONFIG } = require('./doctor');
+const { alive, cmdline, readStat } = require('./proc');
+// lib/doctor (and the npm packages under it) only when a command reads records:
+// `tunekit run --config FILE` records itself and needs no npm package.
+const hostAppConfig = () => require('./doctor').DEFAULT_APP_CONFIG;
 
 /** Where the records are kept (see above). */
 function stateDir(env = process.env) {
@@ -66,13 +78,54 @@ function forget(dir, env = process.env) {
   fs.rmSync(recordFile(path.resolve(dir), env), { force: true });
 }
 
-/** Its processes still running: the recorded pids whose command line names its dir. */
+/**
+ * Record the runner of this process (`tunekit run`): settings is the app.json it
+ * runs with, command how it was started (for the lines that name it). Returns the
+ * runner's dir; forgetRun(dir) removes it and its record.
+ */
+function recordRun({ settings, command, pid = process.pid, cwd = process.cwd() }, env = process.env) {
+  const dir = path.join(stacksDir(env), `run-${pid}`);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const appConfig = path.join(dir, 'app.json');
+  fs.writeFileSync(appConfig, `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
+  const rec = {
+    kind: 'run', dir, command, cwd, appConfig, nginxConf: null, listen: settings.listen,
+    appPid: pid, appStart: (readStat(pid) || {}).start || null, startedAt: new Date().toISOString(),
+  };
+  const file = recordFile(dir, env);
+  const tmp = `${file}.tmp-${pid}`;
+  fs.writeFileSync(tmp, `${JSON.stringify(rec, null, 2)}\n`, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+  return dir;
+}
+
+/** Remove a runner's record and its dir (the runner's exit, or a stale record found). */
+function forgetRun(dir, env = process.env) {
+  fs.rmSync(recordFile(dir, env), { force: true });
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+const isRun = (rec) => rec.kind === 'run';
+
+/**
+ * Its processes still running: a kept stack's recorded pids whose command line
+ * names its dir; a runner's pid, started when it was recorded.
+ */
 function running(rec) {
+  if (isRun(rec)) return alive(rec.appPid) && (readStat(rec.appPid) || {}).start === rec.appStart ? [rec.appPid] : [];
   return [rec.nginxPid, rec.appPid].filter((pid) => pid && alive(pid) && cmdline(pid).includes(rec.dir));
 }
 
-/** Every record: [{ file, ...record, live }], oldest first; a file that is not a record is skipped. */
-function records(env = process.env) {
+/** What a record is, in words, for the lines that name it. */
+function describe(rec) {
+  return isRun(rec) ? `the runner \`${rec.command}\` (pid ${rec.appPid}, recorded in ${rec.dir})` : `the stack kept by \`demo --keep\` in ${rec.dir}`;
+}
+
+/**
+ * Every record: [{ file, ...record, live }], oldest first; a file that is not a
+ * record is skipped. kind: 'demo' (kept stacks) or 'run' (runners) only.
+ */
+function records(env = process.env, { kind = null } = {}) {
   let names = [];
   try {
     names = fs.readdirSync(stacksDir(env)).filter((n) => n.endsWith('.json'));
@@ -89,13 +142,21 @@ function records(env = process.env) {
       continue;
     }
     if (!rec || typeof rec.dir !== 'string') continue;
+    if (kind && (kind === 'run') !== isRun(rec)) continue;
     out.push({ file, ...rec, live: running(rec).length > 0 });
   }
   return out.sort((a, b) => String(a.startedAt).localeCompare(String(b.startedAt)));
 }
 
-/** The stale-record line: whose processes are gone, and what removes it. */
-function staleLine(rec, kit) {
+/**
+ * The stale-record line: whose processes are gone, and what removes it. A
+ * runner's record is removed here: it is all that is left of the runner.
+ */
+function staleLine(rec, kit, env = process.env) {
+  if (isRun(rec)) {
+    forgetRun(rec.dir, env);
+    return `${describe(rec)} is stale: its process is gone and did not remove the record (a runner killed with SIGKILL cannot); record removed`;
+  }
   return `the stack kept by \`demo --keep\` in ${rec.dir} is stale: its processes are gone (nginx pid ${rec.nginxPid}, app pid ${rec.appPid}; ` +
     `record ${rec.file}); \`${kit} demo --stop ${rec.dir}\` removes it`;
 }
@@ -106,28 +167,31 @@ function byDir(dir, kit, env = process.env) {
   const rec = records(env).find((r) => r.dir === abs);
   if (!rec) {
     const kept = records(env).filter((r) => r.live).map((r) => r.dir);
-    throw new UsageError(`--stack ${dir}: no stack kept by \`demo --keep\` is recorded there (in ${stacksDir(env)}: ${kept.length ? kept.join(', ') : 'none running'})`);
+    throw new UsageError(`--stack ${dir}: no stack kept by \`demo --keep\` and no \`tunekit run\` is recorded there (in ${stacksDir(env)}: ${kept.length ? kept.join(', ') : 'none running'})`);
   }
-  if (!rec.live) throw new UsageError(`--stack ${dir}: ${staleLine(rec, kit)}`);
+  if (!rec.live) throw new UsageError(`--stack ${dir}: ${staleLine(rec, kit, env)}`);
   return rec;
 }
 
 /**
- * The kept stack a command acts on when no flag names its files: the one live
- * record, unless the host has an app of its own (hostAppConfig exists, the
- * commands' default, which wins). { rec } | { notes: [line] } (nothing to use;
- * each note says why, a stale record among them). Several live: a UsageError
- * naming them and --stack DIR.
+ * The kept stack (or recorded runner) a command acts on when no flag names its
+ * files: the one live record, unless the host has an app of its own
+ * (hostAppConfig exists, the commands' default, which wins). { rec } | { notes:
+ * [line] } (nothing to use; each note says why, a stale record among them).
+ * Several live: a UsageError naming them and --stack DIR.
  */
 function theOne({ hostAppConfig, kit, flag = '--stack DIR' }, env = process.env) {
   if (hostAppConfig && fs.existsSync(hostAppConfig)) return { notes: [] };
   const all = records(env);
   const live = all.filter((r) => r.live);
   if (live.length > 1) {
-    throw new UsageError(`${live.length} stacks kept by \`demo --keep\` are running (${live.map((r) => r.dir).join(', ')}): name one with ${flag}`);
+    const what = live.every((r) => !isRun(r)) ? `${live.length} stacks kept by \`demo --keep\` are running (${live.map((r) => r.dir).join(', ')})`
+      : `${live.length} ${live.every(isRun) ? 'runners started with `tunekit run`' : 'recorded stacks and runners'} are running (${live.map(describe).join('; ')})`;
+    throw new UsageError(`${what}: name one with ${flag}`);
   }
-  if (live.length === 1) return { rec: live[0], notes: [] };
-  return { notes: all.map((r) => staleLine(r, kit)) };
+  const notes = all.filter((r) => !r.live).map((r) => staleLine(r, kit, env));
+  if (live.length === 1) return { rec: live[0], notes };
+  return { notes };
 }
 
 /** The record whose stack dir holds `file` (a flag naming one of its files), or null. */
@@ -168,10 +232,10 @@ function filesFor({ stack, appConfig, nginxConf, pointed = false }, { hostAppCon
  */
 function forCommand(name, opts, { pointed = false } = {}) {
   const kit = require('./kit').invocation();
-  const where = filesFor({ stack: opts.stack, appConfig: opts['app-config'], nginxConf: opts['nginx-conf'], pointed }, { hostAppConfig: DEFAULT_APP_CONFIG, kit });
+  const where = filesFor({ stack: opts.stack, appConfig: opts['app-config'], nginxConf: opts['nginx-conf'], pointed }, { hostAppConfig: hostAppConfig(), kit });
   const say = where.notes.map((n) => `tunekit ${name}: ${n}`);
   if (where.rec && opts.stack === undefined && !opts['app-config'] && !opts['nginx-conf']) {
-    say.push(`tunekit ${name}: the stack kept by \`demo --keep\` in ${where.rec.dir} (--stack DIR names another)`);
+    say.push(`tunekit ${name}: ${describe(where.rec)} (--stack DIR names another)`);
   }
   return { ...where, say };
 }
@@ -180,7 +244,10 @@ function forCommand(name, opts, { pointed = false } = {}) {
 const STACK_OPTION = {
   type: 'string',
   value: 'DIR',
-  help: `a stack left running by \`tunekit demo --keep\` (its dir); without this or a file's flag, the one kept stack, when the host has no ${DEFAULT_APP_CONFIG}`,
+  get help() {
+    return 'a stack left running by `tunekit demo --keep` (its dir), or a `tunekit run` (the dir it logged as "recorded"); without this or a file\'s flag, ' +
+      `the one recorded, when the host has no ${hostAppConfig()}`;
+  },
 };
 
-module.exports = { stateDir, record, forget, records, running, byDir, theOne, holding, staleLine, filesFor, forCommand, STACK_OPTION };
+module.exports = { stateDir, record, forget, recordRun, forgetRun, records, running, describe, byDir, theOne, holding, staleLine, filesFor, forCommand, STACK_OPTION };

@@ -281,7 +281,8 @@ function stopper(dir, procs, detached) {
  */
 async function startApp(procs, files, { env, appProgram }) {
   const appOut = fs.openSync(files.appLog, 'a');
-  const argv = appProgram ? [appProgram] : [CLI, 'run'];
+  // Not recorded as a runner of its own: `demo --keep` records the whole stack.
+  const argv = appProgram ? [appProgram] : [CLI, 'run', '--no-record'];
   procs.app = spawn(process.execPath, [...argv, '--config', procs.vars.tunekit_app_config_path], {
     cwd: ROOT,
     env: { ...process.env, ...env },

@@ -194,7 +194,7 @@ function readNginx(nginxConf) {
  * says: { appConfig, settings, metrics: [url] | null (probe PM2 instances), metricsBase,
  * statusUrl, errorLog, mtail, app (lib/apphost.js find()), live (ss) }.
  */
-function locate({ appConfig = doctor.DEFAULT_APP_CONFIG, nginxConf = doctor.DEFAULT_NGINX_CONF, metrics = [], status = null, mtail = DEFAULT_MTAIL } = {}) {
+function locate({ appConfig = doctor.DEFAULT_APP_CONFIG, nginxConf = doctor.DEFAULT_NGINX_CONF, metrics = [], status = null, mtail = DEFAULT_MTAIL, front = true } = {}) {
   let settings;
   try {
     settings = JSON.parse(fs.readFileSync(appConfig, 'utf8'));
@@ -206,13 +206,14 @@ function locate({ appConfig = doctor.DEFAULT_APP_CONFIG, nginxConf = doctor.DEFA
   }
   const live = doctor.listeners();
   const app = apphost.find({ appConfig, live });
-  const nginx = status ? { statusUrl: status, errorLog: null } : readNginx(nginxConf);
-  if (!nginx.statusUrl) {
+  // front: false, a runner started by hand (`tunekit run`): no nginx of its own to read.
+  const nginx = status ? { statusUrl: status, errorLog: null } : front ? readNginx(nginxConf) : { statusUrl: null, errorLog: null };
+  if (front && !nginx.statusUrl) {
     throw new StatusDown(`no server with stub_status in ${nginxConf} (tunekit_nginx_status): pass --nginx-conf FILE (the nginx.conf whose files hold it; ` +
       'a stack kept by `tunekit demo --keep`: --stack DIR), or --status URL, or render status.conf');
   }
   const base = settings.metricsListen || 'tcp:127.0.0.1:9464';
-  return { appConfig, nginxConf, settings, app, live, mtail, statusUrl: nginx.statusUrl, errorLog: nginx.errorLog,
+  return { appConfig, nginxConf: front ? nginxConf : null, settings, app, live, mtail, statusUrl: nginx.statusUrl, errorLog: nginx.errorLog,
     metrics: metrics.length ? metrics : app.kind === 'pm2' ? null : [metricsUrl(base)], metricsBase: base };
 }
 
@@ -285,7 +286,7 @@ function clockTicks() {
 /** One reading of everything: the data `--json` prints and format() lays out. */
 async function gather(where, { minutes = 5 } = {}) {
   const samples = await scrapeApp(where);
-  const stubText = await get(where.statusUrl).catch((err) => {
+  const stubText = where.statusUrl === null ? null : await get(where.statusUrl).catch((err) => {
     throw new StatusDown(`nginx's stub_status ${where.statusUrl} is down (${err.message}): it is tunekit_nginx_status_address/_port/_path (status.conf); is nginx running?`);
   });
   const restarts = samples.filter((s) => s.name === 'tunekit_app_worker_restarts_total');
@@ -300,9 +301,9 @@ async function gather(where, { minutes = 5 } = {}) {
     app: { appConfig: where.appConfig, listen: where.settings.listen, runBy: where.app.kind, pid: where.app.pid || null,
       restarts: restarts.length ? restarts.reduce((a, s) => a + s.value, 0) : null, endpoints: where.metrics || `${where.metricsBase} (+ instance)` },
     workers,
-    nginx: { url: where.statusUrl, ...parseStubStatus(stubText) },
+    nginx: stubText === null ? null : { url: where.statusUrl, ...parseStubStatus(stubText) },
     acceptQueue: { backlog: where.settings.backlog ?? null, sockets },
-    upstreamErrors: await upstreamErrors(where, minutes),
+    upstreamErrors: stubText === null ? { source: 'none: no nginx in front of this runner', byCause: null } : await upstreamErrors(where, minutes),
   };
 }
 
@@ -331,7 +332,8 @@ function format(d) {
     ...d.workers.map((w) => [cell(w.worker), cell(w.pid), duration(w.uptimeS), cell(w.restarts), cell(w.rssBytes == null ? null : w.rssBytes / 1048576, 1),
       cell(w.loopP99Ms, 1), `${cell(w.fds)}/${cell(w.maxFds)}`, cell(w.requests), cell(w.reusePct, 1)])]).map((l) => `  ${l}`));
   const n = d.nginx;
-  out.push(`nginx   active ${n.active}, waiting ${n.waiting}, accepted - handled ${n.accepted - n.handled} (${n.url})`);
+  out.push(n ? `nginx   active ${n.active}, waiting ${n.waiting}, accepted - handled ${n.accepted - n.handled} (${n.url})`
+    : 'nginx   none: a runner started by hand (`tunekit run`), nothing of nginx to read');
   const q = d.acceptQueue;
   const qs = q.sockets.map((s) => `${s.socket} ${cell(s.queued)}/${s.limit}`).join(', ');
   out.push(`queue   ${qs || 'no listening socket found for the app\'s listen'} (queued/limit; backlog ${cell(q.backlog)})`);

@@ -61,7 +61,7 @@ function parse(argv) {
 // The stack --stop acts on: DIR, else the one recorded (live or stale: a stale one is removed).
 function stackToStop(dir) {
   if (dir !== undefined) return path.resolve(dir);
-  const all = kept.records();
+  const all = kept.records(undefined, { kind: 'demo' });
   const kit = command.invocation();
   if (all.length === 1) return all[0].dir;
   if (!all.length) throw new UsageError(`no stack kept by \`demo --keep\` is recorded (in ${kept.stateDir()}/stacks): name its dir, ${kit} demo --stop DIR`);
@@ -71,7 +71,9 @@ function stackToStop(dir) {
 async function stopCommand(dir) {
   const abs = stackToStop(dir);
   const f = stackFiles(abs);
-  const recorded = kept.records().some((r) => r.dir === abs);
+  const run = kept.records(undefined, { kind: 'run' }).find((r) => r.dir === abs);
+  if (run) throw new UsageError(`${abs} records ${kept.describe(run)}, not a stack of \`demo --keep\`: stop it with Ctrl-C where it runs, or kill -TERM ${run.appPid} (it drains and removes its record)`);
+  const recorded = kept.records(undefined, { kind: 'demo' }).some((r) => r.dir === abs);
   if (!recorded && (!path.basename(abs).startsWith(STACK_PREFIX) || !(fs.existsSync(f.appPid) || fs.existsSync(f.nginxPid)))) {
     throw new UsageError(`${abs} is not a stack left by \`tunekit demo --keep\` (no record of it, no run/app.pid or run/nginx.pid in a ${STACK_PREFIX}* dir)`);
   }

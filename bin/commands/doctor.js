@@ -36,10 +36,13 @@ async function main(argv) {
   opts['app-config'] = appConfigOf({ app: opts.app, appConfig: opts['app-config'] });
   const files = kept.forCommand('doctor', opts, { pointed: Boolean(opts.app || opts.socket) });
   for (const line of files.say) console.error(line);
+  // A recorded `tunekit run` has no nginx of its own: its socket is the one its settings name.
+  const runSocket = files.rec && files.rec.kind === 'run' && /^unix:/.test(files.rec.listen || '') ? files.rec.listen.slice(5) : null;
+  const socket = opts.socket || runSocket;
   const facts = await doctor.gather({
     ...(files.nginxConf && { nginxConf: files.nginxConf }),
     ...(files.appConfig && { appConfig: files.appConfig }),
-    ...(opts.socket && { socket: opts.socket }),
+    ...(socket && { socket }),
   });
   const findings = doctor.analyze(facts, undefined, { asRoot: command.asRoot(COMMAND.name, argv) });
   const sum = doctor.summarize(findings);

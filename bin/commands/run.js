@@ -33,6 +33,7 @@ const COMMAND = {
     log: { type: 'string', value: 'FORMAT', choices: FORMATS, help: 'auto: text on a terminal, else JSON lines' },
     vars: { type: 'string', value: 'FILE.yml', multiple: true, help: 'variables file, like ansible-playbook -e @FILE' },
     set: { type: 'string', value: 'KEY=VALUE', multiple: true, help: 'one variable, like -e key=value' },
+    'no-record': { type: 'boolean', help: 'do not record this runner for reload, logs, status and doctor to find (the kit\'s own stacks: demo --keep records the whole stack)' },
   },
   examples: [
     'tunekit run ./app.js --listen tcp:127.0.0.1:3000 --workers 2',
@@ -40,6 +41,9 @@ const COMMAND = {
   ],
   notes: 'Signals: SIGTERM/SIGINT drain and exit; SIGHUP restarts the workers one at a time. ' +
     'Logs: one line per event on stdout; the "ready" event comes once every worker listens. ' +
+    'Recorded: the runner writes where its settings are (the "recorded" event names the dir) until it exits, so ' +
+    'tunekit reload, logs, status and doctor find it with no flag (--stack DIR with several); send its output to a file ' +
+    '(>> app.log 2>&1) for logs to read it. ' +
     'As yourself, no root: mkdir -p "$HOME/.run" && tunekit run --listen "unix:$HOME/.run/app.sock" --socket-group "$(id -gn)".',
 };
 
@@ -143,17 +147,43 @@ function settingsFor(argv) {
   }
   const merged = { ...base, ...runnerOverrides(opts) };
   // Flags may combine into something the runner refuses (per-worker on tcp:, ...).
-  return { settings: appSettings.normalize(merged) };
+  // `file`: the same settings as an app.json (what the runner's record holds).
+  return { settings: appSettings.normalize(merged), file: merged };
+}
+
+// An argument as the user's shell takes it back.
+const shellWord = (a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`);
+
+/**
+ * Record this runner (lib/kept.js) until the process exits, so that reload, logs,
+ * status and doctor find it with no flag; logs where. A state dir that cannot be
+ * written does not stop the runner: it says so and runs unrecorded.
+ */
+function recordSelf(file, argv) {
+  const kept = require('../../lib/kept');
+  const { makeLogger } = require('../../app/log');
+  const log = makeLogger();
+  const command = [require('../../lib/kit').invocation(), ...['run', ...argv].map(shellWord)].join(' ');
+  let dir;
+  try {
+    dir = kept.recordRun({ settings: file, command });
+  } catch (err) {
+    log('warn', 'not-recorded', { error: `${err.code || err.message} writing under ${kept.stateDir()}`, fix: '--stack cannot name this runner; set TUNEKIT_STATE_DIR to a folder you can write' });
+    return;
+  }
+  process.on('exit', () => kept.forgetRun(dir));
+  log('info', 'recorded', { dir, note: 'tunekit reload, logs, status and doctor find this runner with no flag (--stack DIR names it)' });
 }
 
 async function main(argv) {
-  const { help, settings } = settingsFor(argv);
+  const { help, settings, file } = settingsFor(argv);
   if (help) {
     console.log(command.helpText(COMMAND));
     return 0;
   }
-  const { log } = parse(argv);
+  const { log, 'no-record': noRecord } = parse(argv);
   if (log !== undefined) process.env.TUNEKIT_LOG = log; // the primary and its workers read it
+  if (!noRecord) recordSelf(file, argv);
   const { runPrimary } = require('../../app/cluster');
   return runPrimary(settings);
 }

@@ -62,7 +62,8 @@ async function main(argv) {
   const stop = () => { stopped = true; wake(); };
   process.on('SIGINT', stop);
   try {
-    const where = status.locate({ appConfig: files.appConfig, nginxConf: files.nginxConf, metrics: opts.metrics || [], status: opts.status, mtail: opts.mtail });
+    const front = !(files.rec && files.rec.kind === 'run');
+    const where = status.locate({ appConfig: files.appConfig, nginxConf: files.nginxConf, metrics: opts.metrics || [], status: opts.status, mtail: opts.mtail, front });
     for (let i = 0; i < count && !stopped; i++) {
       if (i > 0) {
         await new Promise((resolve) => {
