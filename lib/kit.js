@@ -80,13 +80,25 @@ function invocation({ cwd = process.cwd(), env = process.env, root = ROOT } = {}
   return `node ${cli}`;
 }
 
+/**
+ * The commands that install this copy of a package again, here or on another
+ * host, from its own files: `npm pack` of an installed package's folder makes
+ * the tarball it was installed from (the same files, by its `files`), and the
+ * kit is not on the npm registry, so no name alone installs it.
+ */
+function repack(root) {
+  const { version } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  return { pack: `npm pack ${root}`, install: `npm install -g ./${NAME}-${version}.tgz` };
+}
+
 /** The command that installs the kit's npm packages, for "missing npm package" lines. */
 function installCommand({ root = ROOT } = {}) {
   const where = installation(root);
   if (where.kind === 'checkout') return `run \`npm ci\` in ${root}`;
   if (where.kind === 'dependency') return `run \`npm install\` in ${where.project}`;
   if (where.kind === 'npx') return `clear npx's copy (\`rm -rf ${path.dirname(path.dirname(root))}\`) and run \`npx ${NAME}\` again`;
-  return `reinstall it: \`npm install -g ${NAME}\``;
+  const again = repack(root);
+  return `reinstall it from its own files: \`${again.pack} && ${again.install}\``;
 }
 
 /**
@@ -98,7 +110,8 @@ function onTheHost({ root = ROOT } = {}) {
   const where = installation(root);
   if (where.kind === 'checkout') return `(run npm ci in ${root} first)`;
   if (where.kind === 'npx') return '(npx fetches the kit where it runs)';
-  return `(on another host, install the kit there first: npm install -g ${NAME})`;
+  const again = repack(root);
+  return `(on another host, install the kit there first: ${again.pack} here makes its tarball, ${again.install} there)`;
 }
 
 module.exports = { ROOT, CLI, NAME, installation, onPath, invocation, installCommand, onTheHost };

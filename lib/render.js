@@ -291,6 +291,20 @@ function render(vars, outDir, { prefix = false, layers = null, manifest = null, 
 }
 
 /**
+ * The commands that give each app's settings to its group once copied: cp makes
+ * root the group of what it copies, and the unit's user reads app.json (mode
+ * 0640, its folder 0750) through the app's group, as the Ansible role installs
+ * it; without them the runner stops (EACCES on app.json, measured on Debian 13).
+ */
+function settingsGroupCommands(vars, rendered) {
+  const sets = apps.appSets(vars).filter((a) => rendered.some((r) => r.dest === a.tunekit_app_config_path));
+  return [...new Set(sets.map((a) => {
+    const dir = path.dirname(a.tunekit_app_config_path);
+    return `chgrp -R ${a.tunekit_app_group} ${dir} && chmod 0750 ${dir}`;
+  }))];
+}
+
+/**
  * What to do with a rendered host tree, step by step, as root on the host: derived
  * from the files that were rendered (`render().rendered`) and the values, so a
  * layer left out or a setting changed changes the steps.
@@ -349,7 +363,9 @@ function installSteps(vars, rendered, { outDir, kit }) {
   }
   const tops = [...new Set(rendered.map((r) => r.dest.split('/')[1]))].sort();
   const keep = nginx ? 'Keep a copy of /etc/nginx/nginx.conf, then copy' : 'Copy';
-  steps.push(`${keep} the files to their places:\n${tops.map((d) => `     cp -r ${path.join(outDir, d)}/. /${d}/`).join('\n')}`);
+  const settings = settingsGroupCommands(vars, rendered);
+  steps.push(`${keep} the files to their places${settings.length ? ', the app\'s settings readable by its group' : ''}:\n` +
+    `${[...tops.map((d) => `cp -r ${path.join(outDir, d)}/. /${d}/`), ...settings].map((c) => `     ${c}`).join('\n')}`);
   if (nginx && vars.tunekit_nginx_host_mode === 'shared' && vars.tunekit_nginx_default_server) {
     steps.push('The kit\'s site is the default server on :80; if Debian\'s welcome site is enabled, disable it (its link only):\n' +
       '     rm -f /etc/nginx/sites-enabled/default');

@@ -35,7 +35,7 @@ const EXEMPT = [
   [/^cd ansible$/, 'part of the Ansible deployment above'],
   [/^systemd-analyze\b|^cat \/proc\/\$\(systemctl\b/, 'needs the units installed and systemd booted: test/e2e runs them in booted containers'],
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
-  [/^(mkdir -p "\$HOME\/\.run" && )?node bin\/tunekit\.js run\b/, 'starts a server that runs until stopped: test/integration/runner-user.test.js runs the no-root lines as the user nobody, the other runner tests the rest'],
+  [/^(mkdir -p "\$HOME\/\.run" && )?(node bin\/tunekit\.js|tunekit) run\b/, 'starts a server that runs until stopped: test/integration/package.test.js runs the no-root lines with the installed tunekit from an app\'s folder (and reload, logs, status on them), runner-user.test.js as the user nobody, the other runner tests the rest'],
   [/^node loadtest\/bare-cluster\.js\b/, 'a cluster that serves until stopped, started by lib/stack.js for the bench\'s bare scenario: test/integration/loadtest-bench.test.js starts it, serves through it and stops it'],
   [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
   [/^node loadtest\/handshakes\.js(?! --help)/, 'minutes of full TLS handshakes against the local nginx and each root filesystem\'s: test/integration/handshakes.test.js runs one short round; --help is run'],
@@ -51,8 +51,8 @@ const EXEMPT = [
   [/^node bin\/tunekit\.js profile(?! --help)/, 'perf and strace on a live stack under load (or on a deployed unit): test/integration/profile.test.js runs it'],
   [/^apt-get install\b/, 'installs Debian packages on this host'],
   [/^node \/opt\/tunekit\/metrics\/queue-sampler\.js /, 'the sampler as a host runs it, until stopped, into node_exporter\'s directory: test/integration/metrics.test.js runs it against real sockets, once and in a loop'],
-  [/^(npm pack$|npm install -g \.\/tunekit-|npx --yes --package \.\/tunekit-|tunekit render )/, 'the kit as an npm package: npm pack writes a tarball into this folder and npm install -g into the system\'s prefix; test/integration/package.test.js packs it, installs the tarball into a prefix of its own and runs tunekit --help, render and demo from an empty folder, and render through npx from the tarball'],
-  [/^(alias tunekit=|cd ~\/myapp$|tunekit (run|demo|loadtest) )/, 'the reader\'s own app in its own folder, through the alias: test/integration/demo.test.js runs demo --app ./app.js and loadtest-cli.test.js loadtest --app ./app.js from an app\'s folder; the runner tests run run MODULE'],
+  [/^(npm pack$|npm install -g \.\/tunekit-|npx --yes --package \.\/tunekit-|tunekit render )/, 'the kit as an npm package: npm pack writes a tarball into this folder and npm install -g into the system\'s prefix; test/integration/package.test.js packs it, installs the tarball into a prefix of its own and runs every tunekit command of README.md and docs/guide.md from an Express app\'s folder, and the npx line from the tarball\'s'],
+  [/^(alias tunekit=|cd ~\/myapp$|tunekit (run|demo|loadtest) )/, 'the reader\'s own app in its own folder, through the alias or the installed tunekit: test/integration/package.test.js runs these lines as written with the installed package from an Express app\'s folder'],
 ];
 
 // Commands whose documented outcome is a refusal: the doc shows the message.
@@ -100,19 +100,34 @@ function verdict(command) {
   return { run: true };
 }
 
-// Run one command as written, from the repo root, with /tmp/NAME moved into a
-// fresh directory of this check (other users of /tmp are left alone).
-function runOne(command, tmp) {
+// Run one command as written, from the repo root (or cwd), with /tmp/NAME moved
+// into a fresh directory of this check (other users of /tmp are left alone).
+function runOne(command, tmp, { cwd = ROOT, env = process.env, timeoutS = 60 } = {}) {
   const cmd = command.replace(/\/tmp\/(\w+)/g, (_, n) => path.join(tmp, n));
   // timeout(1) runs the command in a process group of its own and signals the
   // whole group: nothing a documented command starts outlives the check.
-  const r = spawnSync('timeout', ['-k', '5', '60', 'sh', '-c', cmd], { cwd: ROOT, encoding: 'utf8' });
+  const r = spawnSync('timeout', ['-k', '5', String(timeoutS), 'sh', '-c', cmd], { cwd, env, encoding: 'utf8' });
   const expect = (EXPECT.find(([re]) => re.test(command)) || [])[1] || { code: 0 };
   const problems = [];
   if (r.status !== expect.code) problems.push(`exit ${r.status ?? r.signal}, expected ${expect.code}`);
   if (expect.stderr && !expect.stderr.test(r.stderr)) problems.push(`stderr lacks ${expect.stderr}`);
   if (/^\s+at .+:\d+:\d+\)?$/m.test(r.stderr)) problems.push('a stack trace on stderr');
   return { ok: problems.length === 0, problems, stdout: r.stdout, stderr: r.stderr };
+}
+
+// The docs a user of the installed package reads, and the commands of theirs
+// that such a user types: those that run the CLI (`node bin/tunekit.js …`, which
+// is `tunekit …` once installed, or `tunekit …` as written) and the install
+// lines. test/integration/package.test.js runs them with the installed `tunekit`.
+const USER_DOCS = ['README.md', 'docs/guide.md'];
+const CLI_LINE = /bin\/tunekit\.js|(?:^|&& |-- )tunekit /;
+const INSTALL_LINE = /^(npm pack|npm install -g \.\/tunekit-|cd ~\/myapp)$|^npm install -g \.\/tunekit-/;
+
+/** [{ file, line, command (as printed), installed (as an installed user types it) }] */
+function installedCommands(files = USER_DOCS) {
+  return commands(files)
+    .filter((c) => CLI_LINE.test(c.command) || INSTALL_LINE.test(c.command))
+    .map((c) => ({ ...c, installed: c.command.replace(/\bnode bin\/tunekit\.js\b/g, 'tunekit') }));
 }
 
 /** Run every runnable command; returns [{ file, line, command, exempt?, ok?, problems? }]. */
@@ -144,4 +159,4 @@ if (require.main === module) {
   process.exitCode = failed ? 1 : 0;
 }
 
-module.exports = { EXEMPT, EXPECT, commands, verdict, runOne, check };
+module.exports = { EXEMPT, EXPECT, SYNOPSIS, USER_DOCS, commands, installedCommands, verdict, runOne, check };

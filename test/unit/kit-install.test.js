@@ -46,8 +46,10 @@ test('npm install -g: tunekit when its bin is on PATH, the absolute path when it
   const other = kitAt(path.join(tree(t), 'other'));
   fs.symlinkSync(path.join(other, 'bin/tunekit.js'), path.join(other, 'tunekit'));
   assert.equal(kit.invocation({ root, cwd: elsewhere, env: { PATH: `${other}:${prefix}/bin` } }), `node ${root}/bin/tunekit.js`);
-  assert.equal(kit.installCommand({ root }), 'reinstall it: `npm install -g tunekit`');
-  assert.doesNotMatch(kit.onTheHost({ root }), /npm ci/);
+  // Not on the npm registry: the package's own files, packed, are what installs it again.
+  fs.writeFileSync(path.join(root, 'package.json'), '{"name":"tunekit","version":"1.2.3"}\n');
+  assert.equal(kit.installCommand({ root }), `reinstall it from its own files: \`npm pack ${root} && npm install -g ./tunekit-1.2.3.tgz\``);
+  assert.equal(kit.onTheHost({ root }), `(on another host, install the kit there first: npm pack ${root} here makes its tarball, npm install -g ./tunekit-1.2.3.tgz there)`);
 });
 
 test('npx: npx tunekit, even with its own node_modules/.bin on PATH (npm put it there, not the user)', (t) => {

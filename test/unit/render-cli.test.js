@@ -105,6 +105,8 @@ test('render ends with numbered steps for what it wrote: users and group, the ru
     'usermod -aG tunekit www-data',
     `mkdir -p /opt/tunekit-app && cp -r ${path.join(ROOT, 'app')} /opt/tunekit-app/`,
     `cp -r ${out}/etc/. /etc/`,
+    // cp leaves root the group: the unit's user reads app.json through its group, as the role installs it.
+    'chgrp -R tunekit /etc/tunekit-app && chmod 0750 /etc/tunekit-app',
     'node bin/tunekit.js sysctl apply /etc/sysctl.d/60-tunekit.conf',
     'systemctl daemon-reload && systemctl enable --now tunekit-app',
     'nginx -t && systemctl restart nginx',
