@@ -27,6 +27,14 @@ const nonNegNum = (name, v) => {
   if (!(n >= 0)) throw new UsageError(`--${name} must be a number >= 0 (got "${v}")`);
   return n;
 };
+// A ladder of multiples: numbers > 0, ascending.
+const multiplesList = (name, v) => {
+  const xs = String(v).split(',').map((x) => Number(x.trim()));
+  if (!xs.length || xs.some((x) => !(x > 0)) || xs.some((x, i) => i && x <= xs[i - 1])) {
+    throw new UsageError(`--${name} must be ascending numbers > 0, comma-separated, e.g. 0.8,1,2 (got "${v}")`);
+  }
+  return xs;
+};
 // A report path: its directory must exist (nothing is created at a mistyped path).
 const reportFile = outputFile;
 // The help lists `choices` as the allowed values.
@@ -78,6 +86,12 @@ const BENCH = {
   warmup: { type: 'string', value: 'S', conv: nonNegNum, dflt: '2', help: 'seconds of unrecorded warm-up per scenario' },
   try: { type: 'string', value: 'FILE.yml', conv: inputFile, help: 'a vars file (tune\'s recommendation) measured in the same rounds as the kit\'s values: adds the scenario try, and try/uds per round' },
   https: { type: 'boolean', help: 'the TLS bench: plain vs tls-stock vs tls-tuned, new/returning/keep-alive clients, gzip (reports bench-tls.*)' },
+  overload: { type: 'boolean', help: 'the overload bench: stock vs the kit vs the kit with overload protection, an open-loop ladder of multiples of the measured capacity, then 0.5× (reports bench-overload.*)' },
+  multiples: { type: 'string', value: 'LIST', conv: multiplesList, dflt: '0.8,1,1.5,2,3', help: 'with --overload: the ladder, multiples of the capacity' },
+  step: { type: 'string', value: 'S', conv: positiveNum, dflt: '20', help: 'with --overload: seconds per step (its first quarter is left out of its figures)' },
+  recovery: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'with --overload: seconds at 0.5× after the highest step' },
+  capacity: { type: 'string', value: 'R', conv: positiveNum, help: 'with --overload: the capacity in req/s (default: measured, a saturation run on the kit\'s stack)' },
+  'max-connections': { type: 'string', value: 'N', conv: positiveInt, dflt: '2000', help: 'with --overload: the most connections the open-loop generator opens (within its open-files limit)' },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
   md: { ...COMMON.md, dflt: 'loadtest/results/bench.md' },

@@ -127,8 +127,34 @@ function charts(doc) {
   return { curves, rps, cpuBars };
 }
 
+// The overload bench: goodput and served p99 against the offered load, per stack, and its table.
+function overloadBody(doc) {
+  const X = require('./overload-table');
+  const b = X.bars(doc);
+  return [
+    '<h2>Headline</h2>',
+    `<p>${X.frame(doc).map(esc).join('<br>')}</p>`,
+    `<ul class="headline">${X.headlines(doc).map((l) => `<li>${esc(l)}</li>`).join('')}</ul>`,
+    '<h2>Goodput against offered load</h2>',
+    '<p>2xx answers per second during each step (the step\'s first quarter left out); offered load in multiples of the capacity.</p>',
+    barChart(b.goodput, { unit: ' req/s' }),
+    '<h2>Served p99 against offered load</h2>',
+    '<p>p99 of the 2xx answers, from the intended send time (ms).</p>',
+    barChart(b.p99, { unit: ' ms', digits: 1 }),
+    '<h2>Steps</h2>',
+    htmlTable(X.STEP_HEAD, doc.overload.stacks.flatMap(X.stepRows)),
+  ];
+}
+
 function toHtml(doc) {
   const h = doc.host;
+  if (doc.kind === 'bench-overload') {
+    return page('tunekit bench-overload report', [
+      '<h1>tunekit bench --overload</h1>',
+      `<p class="meta"><code>${esc(doc.command)}</code> — ${esc(doc.createdAt)}<br>${esc(`${h.cores} cores (${h.cpuModel || '?'}), Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}`)}</p>`,
+      ...overloadBody(doc),
+    ]);
+  }
   const c = charts(doc);
   const warnings = [...doc.warnings];
   for (const r of doc.results) for (const w of r.warnings) warnings.push(`${r.scenario}${r.round ? ` round ${r.round}` : ''} (${r.mode}): ${w}`);

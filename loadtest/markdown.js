@@ -29,6 +29,16 @@ function toMarkdown(doc) {
     if (targets.length) out.push('## Targets', '', ...targets.map((l) => `- ${l}`), '');
     out.push('## Every run', '');
   }
+  if (doc.kind === 'bench-overload') {
+    const X = require('./overload-table');
+    out.push(...X.frame(doc).map((l) => `${l}.`), '', '## Stacks', '', ...X.headlines(doc).map((l) => `- ${l}`), '');
+    out.push('## Steps', '', table(X.STEP_HEAD, doc.overload.stacks.flatMap(X.stepRows)), '');
+    out.push('Latency from the intended send time (open loop, coordinated omission corrected), served (2xx) requests only; ' +
+      'goodput: 2xx answers per second during the step; refused: non-2xx answers by status, and how fast they came. ' +
+      'Queue columns are peaks of once-a-second samples: connections the generator held open and those waiting at its cap, ' +
+      'nginx\'s active connections (stub_status) and listen queue, the app socket\'s accept queue (`ss -l`), the connections ' +
+      'the app holds, its mean event-loop delay.', '', '## Every run', '');
+  }
   if (doc.kind === 'bench-tls') {
     const X = require('./tls-table');
     out.push('## Targets', '', ...X.verdicts(doc).map((l) => `- ${l}`), '');

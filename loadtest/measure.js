@@ -50,7 +50,8 @@ async function drive(target, o) {
     throw new UsageError(`${target.url}: over HTTPS only the autocannon driver runs here (it trusts the stack's CA); drop --driver wrk and --paced`);
   }
   if (o.mode === 'paced') {
-    return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false, workerShare: o.workerShare });
+    return runPaced({ ...common, url: target.url, socketPath: target.socketPath, rate: o.rate, precise: o.precise !== false, workerShare: o.workerShare,
+      phases: o.phases || null, maxConnections: o.maxConnections || 0, sample: o.sample || null });
   }
   if (o.driver === 'h2load') {
     return runH2load({ ...common, url: target.url, kind: o.h2loadKind, streams: o.streams });
@@ -236,6 +237,8 @@ async function measure(target, o) {
     serviceUs: d.serviceUs || null,
     sendLagUs: d.sendLagUs || null,
     queue: d.queue || null,
+    // A ladder of rates (pacer phases): per-step figures and a per-second timeline.
+    ...(d.phases && { phases: d.phases, timeline: d.timeline }),
     errorLog: errorlog.linesSince(mark),
     server,
     generator: gen,

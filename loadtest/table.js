@@ -165,6 +165,7 @@ function loadtestText(doc, { wide = false } = {}) {
 // The bench's terminal report; `bench --https` (kind bench-tls) has its own
 // tables (tls-table.js) in the same frame.
 function benchText(doc) {
+  if (doc.kind === 'bench-overload') return [...require('./overload-table').text(doc, render), warningsText(doc.results, doc.warnings)].join('\n');
   const tls = doc.kind === 'bench-tls' ? require('./tls-table') : null;
   const t = tls || { SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow };
   const h = doc.host;

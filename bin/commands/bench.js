@@ -21,6 +21,9 @@ async function main(argv) {
   const o = parse(argv);
   if (command.printedHelp(COMMAND, o)) return 0;
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
+  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
+  if (o.overload && (o.https || o.try)) throw new UsageError('bench --overload runs its own three stacks; drop --https and --try');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
   const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
@@ -33,6 +36,7 @@ async function main(argv) {
   o.varsFiles = o.vars;
   o.timeoutS = o.timeout;
   if (o.https) return tlsBench(argv, o);
+  if (o.overload) return overloadBench(argv, o);
   const { runBench, SCENARIOS } = require('../../loadtest/scenarios');
   const report = require('../../loadtest/report');
   const { benchText } = require('../../loadtest/table');
@@ -56,6 +60,32 @@ async function main(argv) {
     summary,
     ratios,
   });
+  return finish(doc, o, benchText(doc));
+}
+
+// --overload: the overload bench (loadtest/overload.js), reports bench-overload.* by default.
+async function overloadBench(argv, o) {
+  const { runOverload, DEFAULT_STACKS, connectionCap } = require('../../loadtest/overload');
+  const report = require('../../loadtest/report');
+  const { benchText } = require('../../loadtest/table');
+  const { BENCH } = require('../load-options');
+  for (const k of ['json', 'md', 'html']) if (o[k] === BENCH[k].dflt) o[k] = o[k].replace(/bench\./, 'bench-overload.');
+  const maxConnections = connectionCap(o.maxConnections);
+  const started = Date.now();
+  const out = await runOverload({
+    stacks: DEFAULT_STACKS, multiples: o.multiples, stepS: o.step, recoveryS: o.recovery, capacity: o.capacity || 0, capacityS: o.duration,
+    connections: o.connections, maxConnections, timeoutS: o.timeout, workers: o.workers, app: o.app, set: o.set, varsFiles: o.vars,
+    driver: o.driver, procs: o.procs, progress: o.progress,
+  });
+  const doc = report.document('bench-overload', {
+    command: `tunekit bench ${argv.join(' ')}`.trim(),
+    options: {
+      multiples: o.multiples, step: o.step, recovery: o.recovery, capacity: o.capacity || null, duration: o.duration, connections: o.connections,
+      maxConnections, timeout: o.timeout, driver: o.driver, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
+    },
+    results: out.results,
+  });
+  doc.overload = { capacity: out.capacity, capacityRun: out.capacityRun, ladder: out.ladder, stacks: out.stacks };
   return finish(doc, o, benchText(doc));
 }
 

@@ -1,0 +1,77 @@
+'use strict';
+// The tables of `tunekit bench --overload` (loadtest/overload.js), shared by the
+// terminal, the Markdown and the HTML report: per stack, one row per step of the
+// ladder, and the headline lines that compare the stacks at each step.
+
+const { int, fixed, kindsText } = require('./format');
+
+const ms = (us) => (us == null ? '–' : fixed(us / 1000, us < 10000 ? 2 : 0));
+
+const STEP_HEAD = ['stack', 'offered', 'req/s', 'goodput', '× capacity', 'p50 ms', 'p99 ms', 'p99.9 ms',
+  'refused', 'refused p99 ms', 'timeouts', 'errors', 'gen conns', 'gen waiting', 'nginx active', 'nginx listen q', 'app accept q', 'app conns', 'loop ms'];
+
+/** One row per step of one stack. */
+function stepRows(s) {
+  return s.steps.map((p) => {
+    const refused = Object.entries(p.kinds).filter(([k]) => k.startsWith('HTTP ')).map(([k, n]) => `${int(n)} ${k.slice(5)}`).join(', ');
+    const errors = kindsText(Object.fromEntries(Object.entries(p.kinds).filter(([k]) => !k.startsWith('HTTP ') && k !== 'timeout')));
+    const q = p.queue;
+    const v = (x) => (x == null ? '–' : int(x));
+    return [s.stack, `${p.multiple}×${p.recovery ? ' (recovery)' : ''}`, int(p.rate), int(p.goodput), fixed(p.goodputShare, 2),
+      ms(p.latencyUs.p50), ms(p.latencyUs.p99), ms(p.latencyUs.p999), refused || '0', p.rejectedUs ? ms(p.rejectedUs.p99) : '–',
+      int(p.timeouts), errors || '0', v(q.connections), v(q.waiting), v(q.nginxActive), v(q.nginxQueue), v(q.appQueue), v(q.appConnections),
+      q.loopMs == null ? '–' : fixed(q.loopMs, 0)];
+  });
+}
+
+/** One line per stack: the highest step against the lowest, and the recovery. */
+function headlines(doc) {
+  return doc.overload.stacks.map((s) => {
+    const low = s.steps[0];
+    const top = s.steps[s.steps.length - 2];
+    const r = s.recovery;
+    const back = r.secondsToRecover == null ? `not back within ${s.steps[s.steps.length - 1].durationS} s` : `back in ${r.secondsToRecover} s`;
+    return `${s.stack}: at ${top.multiple}× goodput ${fixed(top.goodputShare, 2)} of capacity, served p99 ${ms(top.latencyUs.p99)} ms ` +
+      `(${ms(low.latencyUs.p99)} ms at ${low.multiple}×), ${int(top.non2xx)} refused, ${int(top.timeouts)} timeouts; ` +
+      `at 0.5× p99 ${back} to ≤ ${r.factor}× the ${low.multiple}× figure`;
+  });
+}
+
+/** The lines above the tables: capacity, ladder, the machine. */
+function frame(doc) {
+  const o = doc.overload;
+  const cap = o.capacityRun ? `measured on ${o.capacityRun.stack} (${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
+  const others = o.stacks.map((s) => (s.otherCores == null ? null : `${s.stack} ${fixed(s.otherCores, 1)}`)).filter(Boolean).join(', ');
+  return [
+    `capacity ${int(o.capacity)} req/s, ${cap}; ladder ${o.ladder.map((p) => `${p.multiple}× ${p.durationS} s`).join(' → ')}; ` +
+      `each step's figures leave out its first quarter (queues filling); open loop up to ${int(doc.options.maxConnections)} connections, ` +
+      `client timeout ${doc.options.timeout} s`,
+    `other load during each ladder (cores busy outside the stack and the generator): ${others || 'not measured'}`,
+  ];
+}
+
+/** The HTML report's bars: goodput and served p99 per stack and step. */
+function bars(doc) {
+  const goodput = [];
+  const p99 = [];
+  doc.overload.stacks.forEach((s, i) => {
+    for (const p of s.steps) {
+      const name = `${s.stack} ${p.multiple}×${p.recovery ? ' after' : ''}`;
+      goodput.push({ name, value: p.goodput, colorIndex: i });
+      p99.push({ name, value: p.latencyUs.p99 == null ? null : p.latencyUs.p99 / 1000, colorIndex: i });
+    }
+  });
+  return { goodput, p99 };
+}
+
+function text(doc, render) {
+  return [
+    `tunekit bench --overload — ${doc.host.cores} cores, Linux ${doc.host.kernel}, nginx ${doc.host.nginx || '?'}, Node ${doc.host.node}`,
+    ...frame(doc),
+    ...headlines(doc),
+    '',
+    render(STEP_HEAD, doc.overload.stacks.flatMap(stepRows)),
+  ];
+}
+
+module.exports = { STEP_HEAD, stepRows, headlines, frame, bars, text };

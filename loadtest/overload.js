@@ -1,0 +1,234 @@
+'use strict';
+// The engine of `tunekit bench --overload`: what each stack does past its
+// capacity. The capacity is measured first (a saturation run on the kit's
+// stack); then each stack gets one open-loop ladder of paced rates, multiples of
+// that capacity (0.8, 1, 1.5, 2, 3× by default), each step long enough for the
+// queues to fill, and a last step at 0.5× straight after the highest: how fast
+// it recovers. One pacer run per stack (pacer.js `phases`), so a queue left by one
+// step is still there at the start of the next, as it is for real users.
+//
+// Open loop: a request due while every connection is busy gets a new connection
+// (up to --max-connections, within this process's descriptor budget), so the
+// generator never waits for the server (pacer.js); latency is from the intended
+// send time. Per step: goodput (2xx/s), served latency, refused requests by status
+// and how fast they were answered, timeouts, errors; and, sampled once a second,
+// where the queue is: connections the generator holds open and busy, nginx's
+// listen queue and its active connections (stub_status), the app socket's accept
+// queue (sock_diag, as `ss -l` shows it), the app's event-loop delay (the runner's
+// meter).
+
+const { execFile } = require('node:child_process');
+const fs = require('node:fs');
+const { measure } = require('./measure');
+const { nginxTarget, loadStack } = require('./targets');
+const { SCENARIOS } = require('./scenarios');
+const status = require('../lib/status');
+
+// The kit with its overload protection on (roles/tunekit/defaults/main/10-nginx.yml:
+// tunekit_nginx_upstream_max_conns); the other two stacks are the bench's stock and uds.
+const PROTECTED_SET = ['tunekit_nginx_upstream_max_conns=32'];
+const STACKS = {
+  stock: { describe: SCENARIOS.stock.describe, stack: SCENARIOS.stock.stack },
+  kit: { describe: 'the kit\'s current values (uds), no overload protection', stack: SCENARIOS.uds.stack },
+  protected: {
+    describe: `the kit's values with overload protection (${PROTECTED_SET.join(', ')})`,
+    stack: { ...SCENARIOS.uds.stack, set: PROTECTED_SET },
+  },
+};
+const DEFAULT_STACKS = Object.keys(STACKS);
+const DEFAULT_MULTIPLES = [0.8, 1, 1.5, 2, 3];
+const RECOVERY_MULTIPLE = 0.5;
+// Descriptors this process keeps for itself (the clock thread, stdio, ss, scrapes).
+const RESERVED_FDS = 256;
+
+/** The soft open-files limit of this process (Infinity without one or without /proc). */
+function fdLimit() {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : Infinity;
+  } catch {
+    return Infinity;
+  }
+}
+
+/** The connection cap: the one asked for, within the descriptor budget. */
+function connectionCap(asked, limit = fdLimit()) {
+  return Math.max(1, Math.min(asked, limit - RESERVED_FDS));
+}
+
+/** The ladder: [{ multiple, rate, durationS }], the recovery step last. */
+// A step's figures leave out its first quarter, while the queues fill (the recovery
+// step counts from the drop: how fast it recovers is its point).
+function ladder(capacity, multiples, stepS, recoveryS) {
+  const steps = multiples.map((m) => ({ multiple: m, rate: Math.round(capacity * m), durationS: stepS, settleS: Math.floor(stepS / 4) }));
+  steps.push({ multiple: RECOVERY_MULTIPLE, rate: Math.round(capacity * RECOVERY_MULTIPLE), durationS: recoveryS, settleS: 0, recovery: true });
+  return steps;
+}
+
+function run(cmd, args) {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { timeout: 2000 }, (err, stdout) => resolve(err ? '' : stdout));
+  });
+}
+
+/** Listening sockets' accept queues, { local: queued }, from `ss -l` (sock_diag). */
+async function acceptQueues() {
+  const out = {};
+  for (const args of [['-Hlxn'], ['-Hltn']]) {
+    for (const line of (await run('ss', args)).split('\n')) {
+      const f = line.trim().split(/\s+/);
+      // unix: Netid State Recv-Q Send-Q Local …; tcp: State Recv-Q Send-Q Local …
+      const [queued, local] = f[0] === 'u_str' ? [f[2], f[4]] : [f[1], f[3]];
+      if (local) out[local] = (out[local] || 0) + Number(queued);
+    }
+  }
+  return out;
+}
+
+/** The runner's meter: event-loop delay so far per worker pid ({ pid: { sum, count } }), connections open now. */
+async function appMeter(url) {
+  const delays = {};
+  let connections = 0;
+  for (const s of status.parseExposition(await status.get(url))) {
+    if (!s.labels.pid) continue;
+    const w = delays[s.labels.pid] || (delays[s.labels.pid] = { sum: 0, count: 0 });
+    if (s.name === 'tunekit_app_event_loop_delay_seconds_sum') w.sum = s.value;
+    if (s.name === 'tunekit_app_event_loop_delay_seconds_count') w.count = s.value;
+    if (s.name === 'tunekit_app_connections_active') connections += s.value;
+  }
+  return { delays, connections };
+}
+
+/**
+ * A sampler of where the queue of one stack is, called once a second by the pacer:
+ * nginx's listen queue and connections, the app socket's accept queue, the
+ * connections the app holds open (accepted, their requests maybe not yet read), the
+ * app's mean event-loop delay over the last second (the worst worker).
+ */
+function queueSampler(stack) {
+  const v = stack.vars;
+  const nginxListen = `127.0.0.1:${v.tunekit_nginx_listen_port}`;
+  const appListen = v.tunekit_upstream_kind === 'tcp' ? v.tunekit_nginx_app_tcp_address : v.tunekit_socket_path;
+  const statusUrl = v.tunekit_nginx_status ? `http://127.0.0.1:${v.tunekit_nginx_status_port}${v.tunekit_nginx_status_path}` : null;
+  const metricsUrl = stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
+  let lastDelays = null;
+  return async () => {
+    const [queues, stub, meter] = await Promise.all([
+      acceptQueues(),
+      statusUrl ? status.get(statusUrl, 900).then(status.parseStubStatus, () => null) : null,
+      metricsUrl ? appMeter(metricsUrl).catch(() => null) : null,
+    ]);
+    const delays = meter && meter.delays;
+    let loopMs = null;
+    if (delays && lastDelays) {
+      for (const [pid, d] of Object.entries(delays)) {
+        const before = lastDelays[pid];
+        const n = before ? d.count - before.count : 0;
+        if (n > 0) loopMs = Math.max(loopMs || 0, ((d.sum - before.sum) / n) * 1000);
+      }
+    }
+    lastDelays = delays || lastDelays;
+    return {
+      nginxQueue: queues[nginxListen] ?? null,
+      appQueue: Object.entries(queues).filter(([k]) => served(k, appListen)).reduce((a, [, n]) => a + n, 0),
+      nginxActive: stub ? stub.active : null,
+      nginxWriting: stub ? stub.writing : null,
+      appConnections: meter ? meter.connections : null,
+      loopMs,
+    };
+  };
+}
+
+// A listening socket of the app: its address, one worker's socket (per-worker:
+// PATH.N), or the runner's bound name before its rename into place (PATH~PID, which
+// is what sock_diag reports for a path bound that way).
+const served = (local, listen) => local === listen || local.startsWith(`${listen}.`) || local.startsWith(`${listen}~`);
+
+const maxOf = (xs) => (xs.length ? Math.max(...xs) : null);
+
+/** Each step's figures, with the peaks of the samples taken during it. */
+function steps(result, capacity) {
+  let startS = 0;
+  return result.phases.map((p) => {
+    const seconds = result.timeline.slice(Math.floor(startS), Math.ceil(startS + p.durationS));
+    startS += p.durationS;
+    const samples = seconds.map((s) => s.sample).filter(Boolean);
+    const peak = (k) => maxOf(samples.map((s) => s[k]).filter((x) => x != null));
+    return {
+      ...p,
+      goodputShare: p.goodput / capacity,
+      queue: {
+        connections: peak('connections'), busy: peak('busy'), waiting: peak('waiting'),
+        nginxQueue: peak('nginxQueue'), nginxActive: peak('nginxActive'), appQueue: peak('appQueue'),
+        appConnections: peak('appConnections'), loopMs: peak('loopMs'),
+      },
+    };
+  });
+}
+
+/**
+ * Recovery: after the load drops to 0.5×, the first second whose served p99 is
+ * within `factor` of the p99 at the lowest step, counted from the drop (null: never
+ * in the step).
+ */
+function recovery(result, stepsOut, factor = 1.5) {
+  const base = stepsOut[0].latencyUs.p99;
+  const rec = stepsOut[stepsOut.length - 1];
+  const startS = stepsOut.slice(0, -1).reduce((a, s) => a + s.durationS, 0);
+  const seconds = result.timeline.slice(Math.round(startS));
+  const back = seconds.findIndex((s) => s.ok > 0 && s.latencyUs.p99 <= factor * base);
+  return { baseP99Us: base, factor, secondsToRecover: back === -1 ? null : back, recoveryP99Us: rec.latencyUs.p99 };
+}
+
+// Run the overload bench. `o`: { stacks, multiples, stepS, recoveryS, capacity
+// (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
+// workers, app, set, varsFiles, driver, progress }.
+async function runOverload(o) {
+  const progress = o.progress;
+  const { startStack } = loadStack();
+  const started = {};
+  const results = [];
+  try {
+    for (const name of o.stacks) {
+      const { stack, describe } = STACKS[name];
+      progress.note(`bench --overload: starting the ${name} stack (${describe})`);
+      started[name] = await startStack({ ...stack, set: [...(stack.set || []), ...o.set], workers: o.workers, module: o.app || null, varsFiles: o.varsFiles, port: 0 });
+    }
+    const targetOf = (name) => nginxTarget(name, started[name], STACKS[name].describe);
+    let capacity = o.capacity;
+    let capacityRun = null;
+    if (!capacity) {
+      const name = started.kit ? 'kit' : o.stacks[0];
+      progress.start(`capacity of ${name} (${o.driver}, saturation)`, o.capacityS);
+      capacityRun = await measure(targetOf(name), { mode: 'saturation', driver: o.driver, duration: o.capacityS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
+      progress.done();
+      results.push({ ...capacityRun, role: 'capacity' });
+      capacity = capacityRun.reqPerSec;
+    }
+    const phases = ladder(capacity, o.multiples, o.stepS, o.recoveryS);
+    const totalS = phases.reduce((a, p) => a + p.durationS, 0);
+    const out = [];
+    for (const name of o.stacks) {
+      progress.start(`${name}: ${phases.map((p) => `${p.multiple}×`).join(' → ')} of ${Math.round(capacity)} req/s`, totalS);
+      const r = await measure(targetOf(name), {
+        mode: 'paced', rate: phases[0].rate, duration: totalS, phases, connections: o.connections, maxConnections: o.maxConnections,
+        timeoutS: o.timeoutS, sample: queueSampler(started[name]), onProgress: (n) => progress.update(n),
+      });
+      progress.done();
+      const stepsOut = steps(r, capacity);
+      results.push({ ...r, role: 'ladder' });
+      out.push({ stack: name, describe: STACKS[name].describe, steps: stepsOut, recovery: recovery(r, stepsOut), cpuUsPerReq: r.server ? r.server.cpuUsPerReq : null, otherCores: r.machine.otherCores });
+    }
+    return { capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null, ladder: phases, stacks: out, results };
+  } finally {
+    for (const name of Object.keys(started).reverse()) {
+      try {
+        await started[name].stop();
+      } catch (err) {
+        progress.note(`bench --overload: stopping ${name} failed: ${err.message}`);
+      }
+    }
+  }
+}
+
+module.exports = { runOverload, ladder, connectionCap, steps, recovery, STACKS, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };
