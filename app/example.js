@@ -1,8 +1,10 @@
 'use strict';
 // The example app, served when no MODULE is given.
 //   any path        → {"ok":true,"worker":<cluster worker id>,"pid":<pid>}
-//   GET /healthz    → the same plus the worker count and the timeouts as the live
-//                     server has them (what nginx's side must agree with)
+//   GET /healthz    → the same plus the worker count, the timeouts as the live
+//                     server has them (what nginx's side must agree with) and the
+//                     Node version (whose keepAliveTimeoutBuffer decides when an
+//                     idle connection really closes)
 //   ?delay_ms=N     → answer after N ms (0..60000): a server with a known service
 //                     time for load tests, and a slow request for drain tests.
 //   ?items=N        → the body also carries N records (0..10000, about 80 bytes
@@ -32,6 +34,10 @@ function handler(req, res) {
     const server = req.socket && req.socket.server;
     body.workers = Number(process.env.TUNEKIT_WORKERS) || null;
     body.keepAliveTimeout = server ? server.keepAliveTimeout : null;
+    // Node closes an idle connection keepAliveTimeout + this later (a setting from
+    // 22.19 / 24.6; undefined before, where the version decides it).
+    body.keepAliveTimeoutBuffer = server && Number.isFinite(server.keepAliveTimeoutBuffer) ? server.keepAliveTimeoutBuffer : null;
+    body.node = process.versions.node;
     body.headersTimeout = server ? server.headersTimeout : null;
     body.requestTimeout = server ? server.requestTimeout : null;
   }

@@ -20,10 +20,10 @@ const { spawnSync } = require('node:child_process');
 const accounts = require('./accounts');
 const nginxconf = require('./nginxconf');
 const { childrenOf, servedPath } = require('./proc');
-const { findNginx } = require('./nginx');
+const { findNginx, nginxVersion } = require('./nginx');
 const config = require('./config');
 const rules = require('./config/rules');
-const { createEnv } = require('./template');
+const { createEnv, compareVersions } = require('./template');
 const { UsageError } = require('./errors');
 
 function readText(file) {
@@ -285,7 +285,9 @@ function gatherNginx(facts, nginxConf, nginxBin) {
     return;
   }
   facts.read.push(`${nginxBin} -T -c ${nginxConf}`);
-  facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout));
+  const version = nginxVersion(nginxBin);
+  if (version) facts.read.push(`${nginxBin} -V (nginx ${version})`);
+  facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout), version);
   const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
   const master = pidText ? Number(pidText.trim()) : null;
   if (master && fs.existsSync(`/proc/${master}`)) {
@@ -373,12 +375,35 @@ function accessFailure(s, settings) {
 }
 
 /**
- * The parts of nginx's effective config the cross-layer rules need; a directive
- * that is not set has nginx's default, as the definition states it.
+ * What nginx does toward an upstream when nothing says otherwise, for its
+ * version: from 1.29.7 an upstream{} block keeps a pool (keepalive 32 local),
+ * speaks HTTP/1.1 and sends no "Connection: close" (tunekit_nginx_versions);
+ * before, or when the version is not known, the definition's upstream defaults.
  */
-function describeNginx(parsed) {
+function nginxUpstreamDefaults(version) {
+  const feature = config.loadDefaults().tunekit_nginx_versions.features.upstream_keepalive_default;
+  if (version && compareVersions(version, feature.since) >= 0) {
+    return { version, pooledByDefault: true, since: feature.since, keepalive: feature.pool, httpVersion: '1.1', connection: '' };
+  }
+  return {
+    version: version || null,
+    pooledByDefault: false,
+    since: feature.since,
+    keepalive: 0,
+    httpVersion: String(rules.upstreamDefault('tunekit_nginx_proxy_http_version')),
+    connection: String(rules.upstreamDefault('tunekit_nginx_proxy_connection_default')),
+  };
+}
+
+/**
+ * The parts of nginx's effective config the cross-layer rules need; a directive
+ * that is not set has nginx's default, as the definition states it, for the
+ * version given (`nginx -V`; null: not known, the defaults before 1.29.7).
+ */
+function describeNginx(parsed, version = null) {
   const { tree } = parsed;
   const nginxDefault = (key) => rules.upstreamDefault(key);
+  const defaults = nginxUpstreamDefaults(version);
   const { child, findAll, seconds } = nginxconf;
   const arg = (n) => (n ? n.args[0] : null);
   const http = child(tree, 'http');
@@ -386,7 +411,9 @@ function describeNginx(parsed) {
   const upstreams = findAll(tree, 'upstream').map(({ node }) => ({
     name: node.args[0],
     servers: node.children.filter((c) => c.name === 'server').map((c) => c.args[0]),
-    keepalive: child(node.children, 'keepalive') ? Number(arg(child(node.children, 'keepalive'))) : 0,
+    // No keepalive line: no pool before 1.29.7, nginx's default pool from it.
+    keepalive: child(node.children, 'keepalive') ? Number(arg(child(node.children, 'keepalive'))) : defaults.keepalive,
+    keepaliveByDefault: !child(node.children, 'keepalive') && defaults.keepalive > 0,
     keepaliveTimeoutS: child(node.children, 'keepalive_timeout')
       ? seconds(arg(child(node.children, 'keepalive_timeout'))) : nginxDefault('tunekit_nginx_upstream_keepalive_timeout_s'),
   }));
@@ -405,7 +432,7 @@ function describeNginx(parsed) {
     return {
       location: node.args.join(' '),
       proxyPass: arg(child(node.children, 'proxy_pass')),
-      httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || String(nginxDefault('tunekit_nginx_proxy_http_version')),
+      httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || defaults.httpVersion,
       connectionHeader: connection ? connection.args[1] : null,
     };
   });
@@ -422,6 +449,8 @@ function describeNginx(parsed) {
     .map(({ node }) => node.args[1]);
   const maps = findAll(tree, 'map').map(({ node }) => ({ source: node.args[0], variable: node.args[1], entries: node.children.map((c) => [c.name, ...c.args]) }));
   return {
+    version: defaults.version,
+    defaults,
     user: arg(child(tree, 'user')) || 'nobody',
     pidFile: arg(child(tree, 'pid')),
     workerConnections: events && child(events.children, 'worker_connections') ? Number(arg(child(events.children, 'worker_connections')))
@@ -453,12 +482,35 @@ function describeNginx(parsed) {
 const octal = (m) => m.toString(8).padStart(4, '0');
 const existing = (facts) => facts.sockets.filter((s) => s.exists && s.isSocket);
 
+/**
+ * What Node adds to keepAliveTimeout before it closes an idle connection: the
+ * live server.keepAliveTimeoutBuffer where the app reports it, else what its Node
+ * version adds (tunekit_app_keepalive_buffer_ms of the definition); 0 when
+ * neither is known (the stricter comparison).
+ */
+function keepAliveBuffer(hz) {
+  if (hz && Number.isFinite(hz.keepAliveTimeoutBuffer)) return { ms: hz.keepAliveTimeoutBuffer, from: `server.keepAliveTimeoutBuffer, Node ${hz.node || '?'}` };
+  if (hz && typeof hz.node === 'string' && /^\d+\.\d+\.\d+$/.test(hz.node)) {
+    const ms = Number(config.resolve({ set: [`tunekit_node_version=${hz.node}`], check: false }).tunekit_app_keepalive_buffer_ms);
+    return { ms, from: `Node ${hz.node}` };
+  }
+  return { ms: 0, from: null };
+}
+
 /** The app's live timeouts: from GET /healthz, else app.json; null when neither. */
 function appTimeouts(app) {
   const hz = app && app.healthz;
-  if (hz && hz.keepAliveTimeout != null) return { keepAliveMs: hz.keepAliveTimeout, headersMs: hz.headersTimeout ?? null, from: 'live /healthz' };
-  if (app && app.settings) return { keepAliveMs: app.settings.keepAliveTimeoutMs, headersMs: app.settings.headersTimeoutMs ?? null, from: 'app.json' };
+  if (hz && hz.keepAliveTimeout != null) {
+    const buffer = keepAliveBuffer(hz);
+    return { keepAliveMs: hz.keepAliveTimeout, headersMs: hz.headersTimeout ?? null, bufferMs: buffer.ms, bufferFrom: buffer.from, from: 'live /healthz' };
+  }
+  if (app && app.settings) return { keepAliveMs: app.settings.keepAliveTimeoutMs, headersMs: app.settings.headersTimeoutMs ?? null, bufferMs: 0, bufferFrom: null, from: 'app.json' };
   return null;
+}
+
+/** "5000 ms" or "5000 ms + 1000 ms keepAliveTimeoutBuffer": when Node closes an idle connection. */
+function closeTime(t) {
+  return t.bufferMs ? `${t.keepAliveMs} ms + ${t.bufferMs} ms keepAliveTimeoutBuffer (${t.bufferFrom})` : `${t.keepAliveMs} ms`;
 }
 
 /** Each location that proxies, with the upstream block it proxies to (or null). */
@@ -474,7 +526,7 @@ function poolVars(p, up, ctx) {
   return {
     tunekit_nginx_upstream_keepalive: up.keepalive,
     tunekit_nginx_proxy_http_version: p.httpVersion,
-    tunekit_nginx_proxy_connection_default: p.connectionHeader ?? ctx.upstream('tunekit_nginx_proxy_connection_default'),
+    tunekit_nginx_proxy_connection_default: p.connectionHeader ?? ctx.connectionDefault,
   };
 }
 
@@ -509,16 +561,17 @@ const CHECKS = [
       .filter(({ p, up }) => up && !ctx.broken('keepalive-http', poolVars(p, up, ctx)))
       .map(({ p, up }) => ({
         vars: poolVars(p, up, ctx),
-        where: p.connectionHeader == null ? `location ${p.location}: the Connection header is not set, so nginx sends its default, "close"`
+        where: p.connectionHeader == null ? `location ${p.location}: the Connection header is not set, so nginx sends its default, "${ctx.connectionDefault}"`
           : `location ${p.location}: Connection "${p.connectionHeader}"`,
         fix: p.connectionHeader == null ? 'set `proxy_set_header Connection $connection_upgrade_or_empty;` from a map ($http_upgrade -> "upgrade", else "")'
           : 'send "" (or "upgrade" for WebSockets, from a map)',
       })),
   },
   {
-    id: 'keepalive-race', rule: 'keepalive-race', reads: "each pooled upstream's keepalive_timeout; the app's keepAliveTimeout (live /healthz, else app.json)",
+    id: 'keepalive-race', rule: 'keepalive-race', reads: "each pooled upstream's keepalive_timeout (nginx's default pool from 1.29.7); the app's keepAliveTimeout and keepAliveTimeoutBuffer (live /healthz, else app.json)",
     cases: keepaliveRaceCases,
   },
+  { id: 'keepalive-race', reads: "each pooled upstream, when the app's keepAliveTimeout is not known", run: keepaliveRaceUnknown },
   {
     id: 'headers-timeout', rule: 'headers-timeout', reads: "the app's headersTimeout and keepAliveTimeout",
     cases: (facts, ctx) => {
@@ -627,6 +680,7 @@ function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
     root: isRoot(),
     asRoot,
     upstream: (key) => rules.upstreamDefault(key),
+    connectionDefault: facts.nginx && facts.nginx.defaults ? facts.nginx.defaults.connection : rules.upstreamDefault('tunekit_nginx_proxy_connection_default'),
     broken: (id, vars) => rules.broken(table.get(id), vars, env),
   };
   const out = [];
@@ -649,34 +703,76 @@ function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
 
 function keepalivePool(facts, ctx) {
   if (!facts.nginx) return [];
+  const d = facts.nginx.defaults || nginxUpstreamDefaults(null);
   return proxied(facts.nginx).flatMap(({ p, up }) => {
     if (!up) {
-      return [{ id: 'keepalive-pool', level: 'warn', what: `location ${p.location} proxies to ${p.proxyPass} directly: no upstream block, so no keep-alive pool; every request opens a new connection to the app`,
-        fix: 'proxy_pass to an upstream block with `keepalive N;` (tunekit render does)' }];
+      // An implicit upstream (proxy_pass to an address) never pools, on any
+      // version; from 1.29.7 it is the one way left to have no pool by accident.
+      const why = d.pooledByDefault
+        ? `nginx ${d.version} pools only upstream{} blocks by default (from ${d.since}), so this location gets none of it`
+        : `from nginx ${d.since} (stable 1.30) an upstream{} block pools by default, an implicit upstream still does not`;
+      return [{ id: 'keepalive-pool', level: 'warn', what: `location ${p.location} proxies to ${p.proxyPass} directly (an implicit upstream, no upstream{} block): no keep-alive pool on any nginx version, every request opens a new connection to the app; ${why}`,
+        fix: `proxy_pass to an upstream block with \`keepalive ${ctx.def.tunekit_nginx_upstream_keepalive};\` and a keepalive_timeout under the app's keepAliveTimeout (tunekit render does)` }];
     }
     if (!up.keepalive) {
-      return [{ id: 'keepalive-pool', level: 'warn', what: `upstream ${up.name} has no keepalive directive: nginx opens a connection per request`,
+      return [{ id: 'keepalive-pool', level: 'warn', what: `upstream ${up.name} has no keepalive directive: nginx${d.version ? ` ${d.version}` : ''} opens a connection per request (from ${d.since} a block pools by default)`,
         fix: `add \`keepalive ${ctx.def.tunekit_nginx_upstream_keepalive};\` to the upstream block (tunekit_nginx_upstream_keepalive)` }];
     }
     const vars = poolVars(p, up, ctx);
     if (ctx.broken('keepalive-http', vars) || ctx.broken('keepalive-connection', vars)) return [];
-    return [{ id: 'keepalive-pool', level: 'ok', what: `location ${p.location} reuses upstream ${up.name} connections (keepalive ${up.keepalive}, HTTP/1.1, Connection ${JSON.stringify(p.connectionHeader)})` }];
+    const how = up.keepaliveByDefault ? `nginx ${d.version}'s default pool: no keepalive line, keepalive ${up.keepalive} local` : `keepalive ${up.keepalive}`;
+    return [{ id: 'keepalive-pool', level: 'ok', what: `location ${p.location} reuses upstream ${up.name} connections (${how}, HTTP/1.1, Connection ${JSON.stringify(p.connectionHeader ?? ctx.connectionDefault)})` }];
   });
+}
+
+/** "nginx 1.30.6 made this race the default: ...", where the pool is nginx's default one. */
+function defaultPoolNote(facts, up) {
+  const d = facts.nginx.defaults;
+  if (!up.keepaliveByDefault || !d) return '';
+  return `nginx ${d.version} keeps upstream ${up.name}'s connections with no keepalive line (from ${d.since}, stable 1.30: keepalive ${up.keepalive}, ` +
+    `keepalive_timeout ${up.keepaliveTimeoutS}s): nginx 1.30 made this race the default in front of a Node app left at its defaults; `;
 }
 
 function keepaliveRaceCases(facts, ctx) {
   const t = appTimeouts(facts.app);
   if (!facts.nginx || !t) return [];
-  return proxied(facts.nginx).filter(({ up }) => up && up.keepalive).map(({ up }) => {
+  return pooled(facts.nginx).map((up) => {
     const nginxMs = up.keepaliveTimeoutS * 1000;
     return {
-      vars: { tunekit_app_keepalive_timeout_ms: t.keepAliveMs, tunekit_nginx_upstream_keepalive_timeout_s: up.keepaliveTimeoutS },
-      where: `app keepAliveTimeout ${t.keepAliveMs} ms (${t.from}), nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s`,
+      vars: {
+        tunekit_app_keepalive_timeout_ms: t.keepAliveMs,
+        tunekit_app_keepalive_buffer_ms: t.bufferMs,
+        tunekit_nginx_upstream_keepalive_timeout_s: up.keepaliveTimeoutS,
+      },
+      where: `${defaultPoolNote(facts, up)}app keepAliveTimeout ${closeTime(t)} (${t.from}), nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s`,
       note: 'nginx answers 502 to the requests it does not retry (POST); on a Unix socket it logs "recv() failed (104: Connection reset by peer)"',
       fix: `set the app's keepAliveTimeout above ${nginxMs} ms (tunekit derives ${nginxMs + ctx.def.tunekit_app_keepalive_margin_s * 1000}: + tunekit_app_keepalive_margin_s), or lower nginx's keepalive_timeout`,
-      ok: `app keepAliveTimeout ${t.keepAliveMs} ms (${t.from}) > nginx upstream keepalive_timeout ${up.keepaliveTimeoutS}s`,
+      ok: `app closes idle connections at ${closeTime(t)} (${t.from}) > nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s`,
     };
   });
+}
+
+/** The upstream blocks some location proxies to that keep a pool (their own keepalive line, or nginx's default). */
+function pooled(nginx) {
+  return [...new Set(proxied(nginx).filter(({ up }) => up && up.keepalive).map(({ up }) => up))];
+}
+
+/**
+ * A pool and no word of the app's keepAliveTimeout (no app.json, no /healthz
+ * that reports it: any app but the kit's): Node's default is what an app left
+ * alone has, and it is far under nginx's. A warning, not the rule's failure:
+ * the app may set its own.
+ */
+function keepaliveRaceUnknown(facts, ctx) {
+  if (!facts.nginx || appTimeouts(facts.app)) return [];
+  const nodeDefault = ctx.upstream('tunekit_app_keepalive_timeout_ms');
+  return pooled(facts.nginx).filter((up) => up.keepaliveTimeoutS * 1000 >= nodeDefault).map((up) => ({
+    id: 'keepalive-race', level: 'warn',
+    what: `${defaultPoolNote(facts, up)}nginx upstream ${up.name} keeps idle connections ${up.keepaliveTimeoutS}s; the app's keepAliveTimeout is not known here ` +
+      `(no app.json, and GET /healthz did not report it): Node's default is ${nodeDefault} ms (+ 1000 ms keepAliveTimeoutBuffer from Node 20.18 and 22.9; ` +
+      '65 s only from a future major, https://github.com/nodejs/node/pull/62782), so an app left at it closes first and POSTs nginx sends on a closing connection get 502',
+    fix: `set the app's server.keepAliveTimeout above ${up.keepaliveTimeoutS * 1000} ms (tunekit's runner does: ${ctx.def.tunekit_app_keepalive_timeout_ms} ms), or \`keepalive_timeout\` in upstream ${up.name} under the app's; point doctor at its app.json (--app-config)`,
+  }));
 }
 
 // The map's value for plain requests is what tunekit_nginx_proxy_connection_default renders.
@@ -866,4 +962,5 @@ function summarize(findings) {
   return { ok: count('ok'), warn: count('warn'), fail: count('fail'), skip: count('skip') };
 }
 
-module.exports = { CHECKS, DEFAULT_NGINX_CONF, DEFAULT_APP_CONFIG, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
+module.exports = {
+  nginxUpstreamDefaults, CHECKS, DEFAULT_NGINX_CONF, DEFAULT_APP_CONFIG, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
