@@ -11,6 +11,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const collection = require('../../lib/collection');
+const { runCommand } = require('../lib/util');
 
 const ROOT = path.resolve(__dirname, '../..');
 const read = (rel) => fs.readFileSync(path.join(ROOT, rel), 'utf8');
@@ -41,6 +42,18 @@ test('build_ignore leaves out what its patterns name, and keeps the rest', () =>
   assert.equal(collection.leftOut('loadtest/autocannon.js', patterns), true);
   assert.equal(collection.leftOut('tests/sanity/ignore-2.19.txt', patterns), false);
   assert.equal(collection.leftOut('roles/tunekit/defaults/main/00-app.yml', patterns), false);
+});
+
+// What npm leaves in a checkout: `npm pack`'s tarball (the name npm itself
+// reports), its debug logs, a project .npmrc (where a registry token may be kept).
+test("build_ignore leaves out what npm leaves in the checkout", async () => {
+  const r = await runCommand('npm', ['pack', '--dry-run', '--json', '--ignore-scripts', '--loglevel=error'], { cwd: ROOT, timeoutMs: 120000 });
+  assert.equal(r.code, 0, `npm pack --dry-run failed:\n${r.out}`);
+  const [{ filename }] = JSON.parse(r.stdout);
+  const patterns = collection.ignored();
+  for (const rel of [filename, 'npm-debug.log', '.npmrc']) {
+    assert.equal(collection.leftOut(rel, patterns), true, `galaxy.yml's build_ignore ships ${rel} in the collection`);
+  }
 });
 
 test('every path the roles read exists and is shipped in the collection', () => {
