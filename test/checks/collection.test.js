@@ -28,7 +28,8 @@ const ROOT = path.resolve(__dirname, '../..');
 const BIN = path.join(ROOT, '.venv/bin');
 // The sanity tests that have files of the collection to check (the others find
 // no Python plugins or modules in it and say "No tests applicable").
-const SANITY_RAN = ['ignores', 'line-endings', 'no-illegal-filenames', 'no-smart-quotes', 'shebang', 'shellcheck', 'symlinks', 'yamllint', 'runtime-metadata'];
+// pep8 and pylint: the app archiver the role runs on the controller (roles/tunekit_app/files/app-archive.py).
+const SANITY_RAN = ['ignores', 'line-endings', 'no-illegal-filenames', 'no-smart-quotes', 'shebang', 'shellcheck', 'symlinks', 'yamllint', 'runtime-metadata', 'pep8', 'pylint'];
 
 // yamllint and runtime-metadata run in virtual environments ansible-test makes
 // itself, bootstrapping pip with a script from ci-files.testing.ansible.com

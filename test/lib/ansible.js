@@ -8,6 +8,7 @@
 //   const ans = createRunner(hosts, { groupVars: { tunekit_nginx_disable_sites: ['default'] },
 //                                     hostVars: { [hosts[0].name]: { tunekit_node_bin: '/opt/node/bin/node' } } });
 //   const r = await ans.playbook(['-e', 'x=1'], { limit: hosts[0].name });
+//   const t = await ans.playbook(['-vvv'], { env: { ANSIBLE_LOG_PATH: file } });   // more of Ansible's settings
 //   // r = { code, out, recap: { host: { ok, changed, unreachable, failed } }, log }
 //   ans.cleanup(passed)   // removes the temp dir; keeps the logs unless passed
 //
@@ -79,7 +80,7 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
   for (const [host, v] of Object.entries(hostVars)) setHostVars(host, v);
   let plays = 0;
 
-  async function playbook(args = [], { limit } = {}) {
+  async function playbook(args = [], { limit, env = {} } = {}) {
     const r = await runCommand(PLAYBOOK, ['-i', inventory, play.playbook, ...(limit ? ['--limit', limit] : []), ...extraArgs, ...args], {
       cwd: play.cwd,
       env: {
@@ -89,6 +90,7 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
         ANSIBLE_NOCOLOR: '1',
         ANSIBLE_SSH_CONTROL_PATH_DIR: path.join(tmp, 'cp'),
         ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-local'),
+        ...env,
       },
       timeoutMs: 900000,
     });
