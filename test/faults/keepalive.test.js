@@ -13,86 +13,24 @@
 // would on a host: the rendered app.json is rewritten before the runner starts
 // (startStack's test-only beforeStart), and only the runner's own checks apply.
 //
-// The load: rounds of POSTs, each round's gap straddling the moment the app closes
-// its idle connections. Node closes an idle connection keepAliveTimeout + 1 s
-// after the last response (Node adds a fixed 1 s buffer:
-// https://github.com/nodejs/node/blob/v20.x/lib/_http_server.js,
-// HTTP_SERVER_KEEP_ALIVE_TIMEOUT_BUFFER), and on loopback nginx drops a pooled
-// connection as soon as it sees the close, so the race window of an idle app is
-// microseconds (a paced load alone hit it once in 96 POSTs here). It opens wide
-// when the app is busy at that moment: a CPU-bound request blocks the worker
-// across its close time; the POSTs nginx writes meanwhile wait unread, and when
-// the worker runs again its expired keep-alive timers close those connections
-// with the requests unread (libuv runs timers before it reads), so nginx reads
-// ECONNRESET. One app worker, so the busy request blocks the worker that holds
+// The load (race-load.js): rounds of POSTs, each round's gap straddling the moment
+// the app closes its idle connections, while a CPU-bound request blocks the app's
+// only worker across its close time. Node closes an idle connection keepAliveTimeout
+// + 1 s after the last response (Node 20.18+ and 22.9+ add a 1 s buffer,
+// https://github.com/nodejs/node/pull/54863; server.keepAliveTimeoutBuffer from
+// 22.19 / 24.6). One app worker, so the busy request blocks the worker that holds
 // the pooled connections. The same load against the kit's derived timeouts (the
 // app waits 65 s, above nginx's 60 s): 0 failed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const http = require('node:http');
-const crypto = require('node:crypto');
 const { startHashStack, doctor, errorLog } = require('./stack');
 const { record } = require('./report');
-const { sleep } = require('../lib/util');
+const { pacedLoad, LANES, BUSY_MS, RACE_LOG } = require('./race-load');
 
 const APP_KEEPALIVE_MS = 1000;
 const NODE_BUFFER_MS = 1000; // Node closes an idle connection keepAliveTimeout + 1 s after its last response
-const LANES = 8; // POSTs at once: one pooled upstream connection each
-const ROUNDS = 5; // at least: one round per gap in pacedLoad's `after`
-const MAX_LOAD_MS = 60_000; // the inverted load's bound should no POST ever be lost
-const BUSY_MS = 300; // the CPU-bound request, centred on the app's close time
-const RACE_LOG = /upstream prematurely closed connection|recv\(\) failed \(104: Connection reset by peer\)|writev?\(\) failed \(32: Broken pipe\)/;
-
-
-function send(agent, url, method, body) {
-  return new Promise((resolve) => {
-    const req = http.request(url, { agent, method, headers: body ? { 'content-length': body.length } : {} }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error('client timeout 30 s')));
-    req.on('error', (err) => resolve(err.code || err.message));
-    req.end(body);
-  });
-}
-
-/**
- * Rounds of: LANES POSTs at once (filling nginx's pool), then, after a gap that
- * ends just past the app's close time, LANES POSTs and LANES GETs at once, while a
- * CPU-bound GET holds the app's worker across that close time. `rounds` of them;
- * with `untilLost`, at least that many and on until a POST was lost (502), or
- * MAX_LOAD_MS: the event the inverted set is tested for, not a count, ends its load.
- */
-async function pacedLoad(stack, { rounds, untilLost = false }) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 2 * LANES + 1 });
-  const closeAt = APP_KEEPALIVE_MS + NODE_BUFFER_MS;
-  const post = { status: {}, sent: 0 };
-  const get = { status: {}, sent: 0 };
-  const count = (c, s) => { c.sent += 1; c.status[s] = (c.status[s] || 0) + 1; };
-  // Where the POSTs go relative to the close time varies per round (ms), so they
-  // straddle it; all of them fall inside the busy request's block.
-  const after = [-60, -20, 20, 60, 100];
-  const started = Date.now();
-  const more = (i) => i < rounds || (untilLost && !post.status[502] && Date.now() - started < MAX_LOAD_MS);
-  let i = 0;
-  for (; more(i); i++) {
-    const body = () => crypto.randomBytes(1024);
-    for (const s of await Promise.all(Array.from({ length: LANES }, () => send(agent, stack.url, 'POST', body())))) count(post, s);
-    await sleep(closeAt - BUSY_MS / 2);
-    const busy = send(agent, `${stack.url}?busy_ms=${BUSY_MS}`, 'GET');
-    await sleep(BUSY_MS / 2 + after[i % after.length]);
-    const [posts, gets] = await Promise.all([
-      Promise.all(Array.from({ length: LANES }, () => send(agent, stack.url, 'POST', body()))),
-      Promise.all(Array.from({ length: LANES }, () => send(agent, stack.url, 'GET'))),
-    ]);
-    for (const s of posts) count(post, s);
-    for (const s of gets) count(get, s);
-    count(get, await busy);
-  }
-  agent.destroy();
-  return { post, get, rounds: i };
-}
+const ROUNDS = 5; // at least: one round per gap of race-load's AFTER
 
 /** The fault: fields of a rendered app.json changed by hand, past the render's checks. */
 function handEdit(appJson, fields) {
@@ -106,7 +44,7 @@ async function run(t, inverted, rounds) {
     ...(inverted && { beforeStart: (vars) => handEdit(vars.tunekit_app_config_path, { keepAliveTimeoutMs: APP_KEEPALIVE_MS, headersTimeoutMs: APP_KEEPALIVE_MS + 1000 }) }),
   });
   const started = Date.now();
-  const load = await pacedLoad(stack, { rounds, untilLost: inverted });
+  const load = await pacedLoad(stack.url, { closeAtMs: APP_KEEPALIVE_MS + NODE_BUFFER_MS, rounds, untilLost: inverted });
   const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
   const lines = errorLog(stack).filter((l) => RACE_LOG.test(l));
   const kinds = {};
