@@ -168,7 +168,7 @@ function recordSelf(file, argv) {
   try {
     dir = kept.recordRun({ settings: file, command });
   } catch (err) {
-    log('warn', 'not-recorded', { error: `${err.code || err.message} writing under ${kept.stateDir()}`, fix: '--stack cannot name this runner; set TUNEKIT_STATE_DIR to a folder you can write' });
+    log('warn', 'not-recorded', { error: `${err.code || err.message} writing under ${kept.stateDir()}`, fix: 'set TUNEKIT_STATE_DIR to a folder you can write, for reload, logs and status to find this runner' });
     return;
   }
   process.on('exit', () => kept.forgetRun(dir));

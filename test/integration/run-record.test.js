@@ -176,3 +176,27 @@ test('--no-record: the kit\'s own stacks\' runners are not recorded', { timeout:
   child.kill('SIGTERM');
   await exited;
 });
+
+test('a state dir that cannot be written: the runner says so in one line and serves, unrecorded', { timeout: 60_000 }, async (t) => {
+  const dir = h.tmpDir(t);
+  // A file where the state dir goes: mkdir fails (ENOTDIR), as an unwritable one would.
+  const blocker = path.join(dir, 'state');
+  fs.writeFileSync(blocker, '');
+  const [port, metrics] = await freePorts(2);
+  const log = path.join(dir, 'x.log');
+  const fd = fs.openSync(log, 'a');
+  const child = spawn(process.execPath, [h.CLI, 'run', '--listen', `tcp:127.0.0.1:${port}`, '--workers', '1', '--set', `tunekit_metrics_listen=tcp:127.0.0.1:${metrics}`],
+    { cwd: dir, env: { ...process.env, TUNEKIT_STATE_DIR: path.join(blocker, 'sub') }, stdio: ['ignore', fd, fd] });
+  fs.closeSync(fd);
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  await until('the ready line', () => fs.readFileSync(log, 'utf8').includes('"event":"ready"'), h.READY_TIMEOUT_MS);
+  const warn = fs.readFileSync(log, 'utf8').split('\n').filter((l) => l.includes('"event":"not-recorded"'));
+  assert.equal(warn.length, 1, fs.readFileSync(log, 'utf8'));
+  assert.match(warn[0], /"error":"ENOTDIR writing under [^"]*\/state\/sub".*"fix":"set TUNEKIT_STATE_DIR to a folder you can write, for reload, logs and status to find this runner"/);
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0);
+});
