@@ -28,8 +28,11 @@ const COST_TARGET = { reqPerSec: { min: 0.97 }, cpuUsPerReq: { max: 1.03 } };
 // this/that per round; the headline scenario's ratios lead the report; targets:
 // the bounds some of those ratios are held to, printed with the report).
 const SCENARIOS = {
+  // Stock is the stock of the nginx it runs on (ansible/profiles/stock.yml follows
+  // tunekit_nginx_version): its describe names that version and what it sends.
   stock: {
     describe: 'nginx as a new user has it: TCP upstream, no upstream keep-alive, Node defaults',
+    describeFor: stockDescribe,
     stack: { upstream: 'tcp', profile: 'stock' },
   },
   tcp: {
@@ -93,6 +96,17 @@ const SCENARIOS = {
     versus: ['uds'],
   },
 };
+/**
+ * The stock scenario as rendered for the nginx found: `proxy_pass http://HOST:PORT`
+ * (an implicit upstream: no pool on any version, 1.30 included), with the HTTP
+ * version and Connection header that version sends by default.
+ */
+function stockDescribe(vars) {
+  const connection = vars.tunekit_nginx_proxy_connection_default === 'close' ? '"Connection: close"' : 'no Connection header';
+  return `nginx ${vars.tunekit_nginx_version} as a new user has it: proxy_pass to the app's TCP port (no upstream block, so no ` +
+    `upstream keep-alive on any version), HTTP/${vars.tunekit_nginx_proxy_http_version} with ${connection}, Node defaults`;
+}
+
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((name) => !(SCENARIOS[name].stack || {}).withTry);
 // The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
@@ -210,7 +224,8 @@ async function runBench(o) {
     for (const name of o.scenarios) {
       const { target } = SCENARIOS[name];
       const stack = stacks[stackOf(name, o.driver)];
-      const describe = (SCENARIOS[name].stack || {}).withTry ? tryDescribe(o.try, stack.vars) : SCENARIOS[name].describe;
+      const s = SCENARIOS[name];
+      const describe = (s.stack || {}).withTry ? tryDescribe(o.try, stack.vars) : s.describeFor ? s.describeFor(stack.vars) : s.describe;
       if (!target) {
         targets[name] = nginxTarget(name, stack, describe);
         continue;
@@ -253,4 +268,5 @@ async function runBench(o) {
   return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
 }
 
-module.exports = { runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET };
+module.exports = {
+  stockDescribe, runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET };

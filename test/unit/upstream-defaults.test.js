@@ -70,7 +70,8 @@ const byId = (found, id) => found.filter((f) => f.id === id);
 
 test('nginx -T of a bare upstream block: a pool of 32, HTTP/1.1, no "close" on 1.30; none of it on 1.22 or an unknown version', () => {
   const fresh = doctor.describeNginx(nginxconf.parseDump(BARE), NEW);
-  assert.deepEqual(fresh.upstreams[0], { name: 'app', servers: ['unix:/run/app.sock'], keepalive: 32, keepaliveByDefault: true, keepaliveTimeoutS: 60 });
+  const { name, keepalive, keepaliveByDefault, keepaliveTimeoutS } = fresh.upstreams[0];
+  assert.deepEqual({ name, keepalive, keepaliveByDefault, keepaliveTimeoutS }, { name: 'app', keepalive: 32, keepaliveByDefault: true, keepaliveTimeoutS: 60 });
   assert.equal(fresh.proxies[0].httpVersion, '1.1');
   for (const version of [OLD, null]) {
     const old = doctor.describeNginx(nginxconf.parseDump(BARE), version);
@@ -123,4 +124,18 @@ test("doctor compares nginx's keepalive_timeout with the app's live close time: 
   const old = race({ keepAliveTimeoutBuffer: null, node: '18.20.4' });
   assert.equal(old.level, 'fail', 'Node 18 closes at keepAliveTimeout itself');
   assert.match(old.what, /app keepAliveTimeout 59500 ms \(live \/healthz\)/);
+});
+
+test("the bench's stock is the stock of the nginx found, and its report says which: 1.22's HTTP/1.0 and close, 1.30's HTTP/1.1 and no header, no pool on either", () => {
+  const { stockDescribe, SCENARIOS } = require('../../loadtest/scenarios');
+  const stock = (v) => config.resolve({ varsFiles: [require('node:path').join(__dirname, '../../ansible/profiles/stock.yml')], set: [`tunekit_nginx_version=${v}`] });
+  const fresh = stock(NEW);
+  assert.equal(fresh.tunekit_nginx_proxy_http_version, '1.1');
+  assert.equal(fresh.tunekit_nginx_proxy_connection_default, '');
+  assert.match(fresh.tunekit_nginx_proxy_pass, /^http:\/\/127\.0\.0\.1:\d+$/, 'an implicit upstream: no pool on 1.30 either');
+  assert.equal(stock(OLD).tunekit_nginx_proxy_http_version, '1.0');
+  assert.equal(SCENARIOS.stock.describeFor, stockDescribe);
+  assert.equal(stockDescribe(fresh),
+    "nginx 1.30.6 as a new user has it: proxy_pass to the app's TCP port (no upstream block, so no upstream keep-alive on any version), HTTP/1.1 with no Connection header, Node defaults");
+  assert.match(stockDescribe(stock(OLD)), /^nginx 1\.22\.1 as a new user has it: .* HTTP\/1\.0 with "Connection: close", Node defaults$/);
 });
