@@ -19,6 +19,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const accounts = require('./accounts');
 const nginxconf = require('./nginxconf');
+const probe = require('./probe');
 const { childrenOf, servedPath } = require('./proc');
 const { findNginx, nginxVersion } = require('./nginx');
 const config = require('./config');
@@ -232,7 +233,7 @@ function nginxFailure(stderr) {
  * not exist skips its layer. facts.read lists what was read, facts.skipped
  * every layer left out and why.
  */
-async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig, socket = null } = {}) {
+async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig, socket = null, probePath = '/' } = {}) {
   for (const [flag, file] of [['--nginx-conf', nginxConf], ['--app-config', appConfig], ['--socket', socket]]) {
     if (file && !fs.existsSync(file)) throw new UsageError(`${flag} ${file}: no such file; pass the path of the live file`);
   }
@@ -267,8 +268,38 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     settings: appSettings,
     healthz: hz && hz.status === 200 && hz.body ? hz.body : null,
     healthzError: hz && (hz.error || (hz.status !== 200 ? `HTTP ${hz.status}` : null)),
+    probe: null,
   };
+  if (!appTimeouts(facts.app) && probePath !== false) await probeApp(facts, first, probePath);
   return facts;
+}
+
+/**
+ * An app that says nothing of its timeouts (no app.json, no /healthz: not the
+ * kit's runner): measured black-box over its socket, else the loopback address
+ * of a pooled upstream's server (lib/probe.js: two connections, a time budget).
+ * An app on another host is not probed from here.
+ */
+async function probeApp(facts, socket, probePath) {
+  let target = socket ? { socketPath: socket.path } : null;
+  if (!target && facts.nginx) {
+    const server = pooled(facts.nginx).flatMap((up) => up.servers).find((s) => /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$/.test(s));
+    if (server) {
+      const at = server.lastIndexOf(':');
+      target = { host: server.slice(0, at).replace(/^\[|\]$/g, '').replace('localhost', '127.0.0.1'), port: Number(server.slice(at + 1)) };
+    }
+  }
+  if (!target) {
+    if (facts.nginx && pooled(facts.nginx).length) facts.skipped.push({ layer: 'app probe', why: 'no app socket or loopback server to measure the app\'s timeouts on (pass --app-config, or --socket PATH)' });
+    return;
+  }
+  const name = target.socketPath || `${target.host}:${target.port}`;
+  try {
+    facts.app.probe = { target: name, ...await probe.probeApp(target, { path: probePath || '/' }) };
+    facts.read.push(`the app on ${name}, measured (HEAD ${probePath || '/'} then idle; a request whose headers never end; ${probe.BUDGET_MS / 1000} s at most)`);
+  } catch (err) {
+    facts.errors.push(`measuring the app on ${name}: ${err.message}`);
+  }
 }
 
 /** nginx's effective config (`nginx -T`), its processes' limits and its error log's alerts, into facts.nginx. */
@@ -416,6 +447,10 @@ function describeNginx(parsed, version = null) {
     keepaliveByDefault: !child(node.children, 'keepalive') && defaults.keepalive > 0,
     keepaliveTimeoutS: child(node.children, 'keepalive_timeout')
       ? seconds(arg(child(node.children, 'keepalive_timeout'))) : nginxDefault('tunekit_nginx_upstream_keepalive_timeout_s'),
+    // Where a user changes it: the line of its keepalive_timeout, else of the block (nginx's default).
+    keepaliveTimeoutAt: child(node.children, 'keepalive_timeout')
+      ? `keepalive_timeout ${arg(child(node.children, 'keepalive_timeout'))} at ${nginxconf.where(child(node.children, 'keepalive_timeout'))}`
+      : `no keepalive_timeout in upstream ${node.args[0]} at ${nginxconf.where(node)}: nginx's default`,
   }));
   const inherited = (ancestors, node, name) => {
     const own = child(node.children, name);
@@ -505,7 +540,30 @@ function appTimeouts(app) {
     return { keepAliveMs: hz.keepAliveTimeout, headersMs: hz.headersTimeout ?? null, bufferMs: buffer.ms, bufferFrom: buffer.from, from: 'live /healthz' };
   }
   if (app && app.settings) return { keepAliveMs: app.settings.keepAliveTimeoutMs, headersMs: app.settings.headersTimeoutMs ?? null, bufferMs: 0, bufferFrom: null, from: 'app.json' };
+  if (app && app.probe) return probedTimeouts(app.probe);
   return null;
+}
+
+/**
+ * The timeouts lib/probe.js measured, as appTimeouts gives them: the idle close
+ * as measured (Node's buffer included: no bufferMs); a bound the budget ended
+ * before is marked atLeast; a hint not waited for is the hint. An app that
+ * closes after every answer keeps nothing idle: closesEachResponse.
+ */
+function probedTimeouts(p) {
+  const k = p.keepAlive;
+  const secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
+  const on = `measured on ${p.target}`;
+  let keep;
+  if (k.connection === 'close') keep = { keepAliveMs: 0, closesEachResponse: true, from: `${on}: it answers "Connection: close"` };
+  else if (k.notWaited) keep = { keepAliveMs: k.hintS * 1000, from: `its "Keep-Alive: timeout=${k.hintS}" hint on ${p.target}; the close itself is past the probe's budget` };
+  else if (k.closedAfterMs != null) keep = { keepAliveMs: Math.round(k.closedAfterMs), from: `${on}: closed after ${secs(k.closedAfterMs)} idle` };
+  else keep = { keepAliveMs: Math.round(k.openAfterMs), atLeast: true, from: `${on}: still open after ${secs(k.openAfterMs)} idle, when the probe stopped` };
+  const h = p.headers;
+  const headers = h.closedAfterMs != null
+    ? { headersMs: Math.round(h.closedAfterMs), headersFrom: `${on}: unfinished headers answered ${h.status || 'with a close'} after ${secs(h.closedAfterMs)}` }
+    : { headersMs: Math.round(h.openAfterMs), headersAtLeast: true, headersFrom: `${on}: unfinished headers still waited on after ${secs(h.openAfterMs)}` };
+  return { ...keep, ...headers, bufferMs: 0, bufferFrom: null, measured: true };
 }
 
 /** "5000 ms" or "5000 ms + 1000 ms keepAliveTimeoutBuffer": when Node closes an idle connection. */
@@ -576,7 +634,8 @@ const CHECKS = [
     id: 'headers-timeout', rule: 'headers-timeout', reads: "the app's headersTimeout and keepAliveTimeout",
     cases: (facts, ctx) => {
       const t = appTimeouts(facts.app);
-      if (!facts.nginx || !t || t.headersMs == null) return [];
+      if (!facts.nginx || !t || t.headersMs == null || t.closesEachResponse) return [];
+      if (t.measured) return measuredHeadersCases(t);
       return [{
         vars: { tunekit_app_headers_timeout_ms: t.headersMs, tunekit_app_keepalive_timeout_ms: t.keepAliveMs },
         where: `app headersTimeout ${t.headersMs} ms, keepAliveTimeout ${t.keepAliveMs} ms (${t.from})`,
@@ -735,9 +794,11 @@ function defaultPoolNote(facts, up) {
 
 function keepaliveRaceCases(facts, ctx) {
   const t = appTimeouts(facts.app);
-  if (!facts.nginx || !t) return [];
-  return pooled(facts.nginx).map((up) => {
+  if (!facts.nginx || !t || t.closesEachResponse) return [];
+  // A lower bound (the probe's budget ended first) decides only when it is already past nginx's.
+  return pooled(facts.nginx).filter((up) => !t.atLeast || t.keepAliveMs > up.keepaliveTimeoutS * 1000).map((up) => {
     const nginxMs = up.keepaliveTimeoutS * 1000;
+    if (t.measured) return measuredRaceCase(facts, up, t);
     return {
       vars: {
         tunekit_app_keepalive_timeout_ms: t.keepAliveMs,
@@ -752,6 +813,37 @@ function keepaliveRaceCases(facts, ctx) {
   });
 }
 
+/**
+ * headers-timeout for a measured app: a wait still going when the probe stopped
+ * decides only when it is already past the idle close (it then holds).
+ */
+function measuredHeadersCases(t) {
+  if ((t.headersAtLeast && t.headersMs <= t.keepAliveMs) || t.atLeast) return [];
+  return [{
+    vars: { tunekit_app_headers_timeout_ms: t.headersMs, tunekit_app_keepalive_timeout_ms: t.keepAliveMs },
+    where: `the app's headers wait ${t.headersAtLeast ? 'at least ' : ''}${t.headersMs} ms (${t.headersFrom}), its idle close ${t.keepAliveMs} ms`,
+    fix: 'in the app, set server.headersTimeout above server.keepAliveTimeout (the kit\'s tunekit_app_headers_timeout_ms)',
+    ok: `the app's headers wait ${t.headersAtLeast ? 'at least ' : ''}${t.headersMs} ms (${t.headersFrom}) > its idle close ${t.keepAliveMs} ms`,
+  }];
+}
+
+/** The race, for an app the kit did not deploy: in its own terms (server.keepAliveTimeout, the nginx line). */
+function measuredRaceCase(facts, up, t) {
+  const nginxMs = up.keepaliveTimeoutS * 1000;
+  return {
+    vars: {
+      tunekit_app_keepalive_timeout_ms: t.keepAliveMs,
+      tunekit_app_keepalive_buffer_ms: 0,
+      tunekit_nginx_upstream_keepalive_timeout_s: up.keepaliveTimeoutS,
+    },
+    where: `${defaultPoolNote(facts, up)}the app closes idle connections at ${t.keepAliveMs} ms (${t.from}); nginx upstream ${up.name} keeps them ${up.keepaliveTimeoutS}s (${up.keepaliveTimeoutAt})`,
+    note: 'nginx answers 502 to the requests it does not retry (POST); on a Unix socket it logs "recv() failed (104: Connection reset by peer)"',
+    fix: `in the app, set server.keepAliveTimeout above ${nginxMs} ms (Node closes at keepAliveTimeout + its 1 s buffer from 20.18 / 22.9), ` +
+      `or lower keepalive_timeout in upstream ${up.name} below ${Math.floor(t.keepAliveMs / 1000)}s (the kit's tunekit_nginx_upstream_keepalive_timeout_s / tunekit_app_keepalive_timeout_ms)`,
+    ok: `the app closes idle connections at ${t.keepAliveMs} ms (${t.from}) > nginx upstream ${up.name} keepalive_timeout ${up.keepaliveTimeoutS}s (${up.keepaliveTimeoutAt})`,
+  };
+}
+
 /** The upstream blocks some location proxies to that keep a pool (their own keepalive line, or nginx's default). */
 function pooled(nginx) {
   return [...new Set(proxied(nginx).filter(({ up }) => up && up.keepalive).map(({ up }) => up))];
@@ -764,7 +856,15 @@ function pooled(nginx) {
  * the app may set its own.
  */
 function keepaliveRaceUnknown(facts, ctx) {
-  if (!facts.nginx || appTimeouts(facts.app)) return [];
+  const t = appTimeouts(facts.app);
+  if (facts.nginx && t && t.atLeast) {
+    return pooled(facts.nginx).filter((up) => t.keepAliveMs <= up.keepaliveTimeoutS * 1000).map((up) => ({
+      id: 'keepalive-race', level: 'warn',
+      what: `nginx upstream ${up.name} keeps idle connections ${up.keepaliveTimeoutS}s (${up.keepaliveTimeoutAt}); the app (${t.from}) may close them first or not: not known`,
+      fix: `make sure the app's server.keepAliveTimeout is above ${up.keepaliveTimeoutS * 1000} ms, or point doctor at its app.json (--app-config)`,
+    }));
+  }
+  if (!facts.nginx || t) return [];
   const nodeDefault = ctx.upstream('tunekit_app_keepalive_timeout_ms');
   return pooled(facts.nginx).filter((up) => up.keepaliveTimeoutS * 1000 >= nodeDefault).map((up) => ({
     id: 'keepalive-race', level: 'warn',

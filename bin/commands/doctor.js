@@ -19,6 +19,7 @@ const COMMAND = {
     'app-config': { type: 'string', value: 'PATH', help: `the runner's app.json (default: ${doctor.DEFAULT_APP_CONFIG})` },
     app: { type: 'string', value: 'NAME', help: 'with several apps on the host (tunekit_apps): the app of this name (its /etc/*/app.json), instead of --app-config' },
     socket: { type: 'string', value: 'PATH', help: 'the app socket (default: every unix: server in nginx\'s upstreams)' },
+    'probe-path': { type: 'string', value: 'PATH', help: 'an app that is not the kit\'s runner (no app.json, no /healthz) is measured over its socket or loopback port: one HEAD request to PATH, then idle (default: /)' },
     stack: kept.STACK_OPTION,
     json: { type: 'boolean', help: 'print findings as JSON' },
   },
@@ -43,6 +44,7 @@ async function main(argv) {
     ...(files.nginxConf && { nginxConf: files.nginxConf }),
     ...(files.appConfig && { appConfig: files.appConfig }),
     ...(socket && { socket }),
+    ...(opts['probe-path'] && { probePath: opts['probe-path'] }),
   });
   const findings = doctor.analyze(facts, undefined, { asRoot: command.asRoot(COMMAND.name, argv) });
   const sum = doctor.summarize(findings);

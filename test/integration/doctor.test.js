@@ -48,7 +48,7 @@ test('the stock baseline is reported for its missing keep-alive pool and default
   const { report } = doctor(stack);
   const pool = byId(report, 'keepalive-pool')[0];
   assert.equal(pool.level, 'warn');
-  assert.match(pool.what, /no upstream block, so no keep-alive pool/);
+  assert.match(pool.what, /directly \(an implicit upstream, no upstream\{\} block\): no keep-alive pool/);
   assert.ok(byId(report, 'backlog').some((f) => f.level === 'warn' && /buys nothing/.test(f.what)));
 });
 

@@ -37,7 +37,8 @@ test('nginx -T output is parsed with includes expanded', () => {
   assert.equal(d.user, 'www-data');
   assert.equal(d.workerConnections, 4096);
   assert.equal(d.workerRlimitNofile, 1000);
-  assert.deepEqual(d.upstreams, [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 32, keepaliveByDefault: false, keepaliveTimeoutS: 75 }]);
+  assert.deepEqual(d.upstreams, [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 32, keepaliveByDefault: false, keepaliveTimeoutS: 75,
+    keepaliveTimeoutAt: 'keepalive_timeout 75s at /x/conf.d/app.conf:5' }]);
   assert.deepEqual(d.proxies, [{ location: '/', proxyPass: 'http://app', httpVersion: '1.0', connectionHeader: null }]);
   assert.deepEqual(d.listens, [{ address: '127.0.0.1:8080', backlog: 8192, quic: false }]);
 });
