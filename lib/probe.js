@@ -110,7 +110,7 @@ function elapsedMs(since) {
  * A request whose headers never end: { closedAfterMs, status } when the app gave
  * up on it within the budget (Node: 408), else { openAfterMs }.
  */
-function probeHeaders(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
+function probeHeaders(target, { path = '/', budgetMs = BUDGET_MS, enough = null } = {}) {
   return new Promise((resolve, reject) => {
     const socket = connect(target);
     let sentAt = null;
@@ -127,6 +127,14 @@ function probeHeaders(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
       socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostHeader(target)}\r\n`);
       sentAt = process.hrtime.bigint();
       timer = setTimeout(() => done({ openAfterMs: elapsedMs(sentAt) }), budgetMs);
+      // `enough` resolves with a wait (ms from now) past which a lower bound is all that is asked.
+      if (enough) {
+        enough.then((ms) => {
+          if (ms == null || socket.destroyed) return;
+          clearTimeout(timer);
+          timer = setTimeout(() => done({ openAfterMs: elapsedMs(sentAt) }), ms);
+        }, () => {});
+      }
     });
     socket.on('data', (chunk) => { answer += chunk; });
     const closed = () => {
@@ -139,10 +147,20 @@ function probeHeaders(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
   });
 }
 
-/** Both probes at once (two connections): { keepAlive, headers, budgetMs }. */
+// How long the headers probe goes on once the idle close is known: the rule it
+// serves (headersTimeout above the idle close) needs no more than a wait past it.
+const PAST_IDLE_CLOSE_MS = 1000;
+
+/**
+ * Both probes at once (two connections): { keepAlive, headers, budgetMs }. Once
+ * the app closed the idle connection, the headers probe stops PAST_IDLE_CLOSE_MS
+ * later (a wait still going then is a lower bound above the idle close).
+ */
 async function probeApp(target, options = {}) {
   const budgetMs = options.budgetMs ?? BUDGET_MS;
-  const [keepAlive, headers] = await Promise.all([probeKeepAlive(target, { ...options, budgetMs }), probeHeaders(target, { ...options, budgetMs })]);
+  const keep = probeKeepAlive(target, { ...options, budgetMs });
+  const enough = keep.then((k) => (k.closedAfterMs != null && k.connection !== 'close' ? PAST_IDLE_CLOSE_MS : null));
+  const [keepAlive, headers] = await Promise.all([keep, probeHeaders(target, { ...options, budgetMs, enough })]);
   return { keepAlive, headers, budgetMs };
 }
 

@@ -91,3 +91,12 @@ test('nothing listening, or not HTTP: an error that names it', async (t) => {
   t.after(() => raw.close());
   await assert.rejects(probe.probeKeepAlive({ host: '127.0.0.1', port: raw.address().port }), /not an HTTP\/1\.x response: "SSH-2\.0/);
 });
+
+test('once the idle close is known the headers probe stops a second later: a lower bound past the close', async (t) => {
+  // Without the stop, this server's 408 (headersTimeout 8 s, checked every 200 ms) would come within the budget.
+  const { target } = await serve(t, { unix: true, keepAliveTimeout: 1000, headersTimeout: 8000, connectionsCheckingInterval: 200 });
+  const r = await probe.probeApp(target, { budgetMs: 30000 });
+  assert.ok(r.keepAlive.closedAfterMs != null, JSON.stringify(r));
+  assert.ok(r.headers.openAfterMs != null && r.headers.closedAfterMs === undefined, `the 408 was not waited for: ${JSON.stringify(r.headers)}`);
+  assert.ok(r.headers.openAfterMs > r.keepAlive.closedAfterMs, 'the bound lies past the idle close');
+});
