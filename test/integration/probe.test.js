@@ -52,7 +52,9 @@ test('the idle close measured over a Unix socket is the server\'s own, buffer in
   assert.equal(r.keepAlive.hintS, 1, 'Node rounds keepAliveTimeout down to whole seconds in its hint');
   assert.ok(r.keepAlive.closedAfterMs != null, `the server closed the idle connection within the budget: ${JSON.stringify(r.keepAlive)}`);
   const expected = 1500 + nodeBuffer(server);
-  assert.ok(r.keepAlive.closedAfterMs >= expected - 50, `closed after ${r.keepAlive.closedAfterMs} ms, not before ${expected} ms`);
+  // Measured from the answer's arrival, the server's timer ran from its sending: late delivery on a busy
+  // machine makes the figure short by that much; 500 ms still tells a buffer of 1000 ms from none.
+  assert.ok(r.keepAlive.closedAfterMs >= expected - 500, `closed after ${r.keepAlive.closedAfterMs} ms, not before ${expected} ms`);
   assert.match(probe.say(r.keepAlive), /^closed after \d+\.\d s$/);
   assert.equal(connections.length, 2, 'one connection per probe');
 });
@@ -73,11 +75,12 @@ test('a request whose headers never end: 408 after a short headersTimeout; a low
   const short = await serve(t, { unix: true, headersTimeout: 1000, requestTimeout: 2000, connectionsCheckingInterval: 200 });
   const h = await probe.probeHeaders(short.target, { budgetMs: 30000 });
   assert.equal(h.status, 408, JSON.stringify(h));
-  assert.ok(h.closedAfterMs >= 1000 - 50, `408 after ${h.closedAfterMs} ms, not before headersTimeout`);
+  assert.ok(h.closedAfterMs >= 1000 - 500, `408 after ${h.closedAfterMs} ms, not before headersTimeout`);
 
   const stock = await serve(t, {});
   const open = await probe.probeHeaders(stock.target, { budgetMs: 1500 });
-  assert.ok(open.openAfterMs >= 1500 && open.closedAfterMs === undefined, JSON.stringify(open));
+  // Timers run on the loop's clock, which may read a millisecond behind hrtime: the bound is the budget, give or take that.
+  assert.ok(open.openAfterMs > 1400 && open.closedAfterMs === undefined, JSON.stringify(open));
   assert.match(probe.say(open), /^still open after 1\.\d s$/);
 });
 
