@@ -24,6 +24,16 @@ test('the role refuses a set with the lines render prints for it, in the table\'
   assert.deepEqual(await roleRefusals(t, set), expected);
 });
 
+test("the keep-alive race with Node's buffer: the role derives it from tunekit_node_version and refuses with render's line", async (t) => {
+  // Node 24 closes 1 s after keepAliveTimeout: 59.5 s passes against nginx's 60 s, 58 s does not.
+  assert.deepEqual(await roleRefusals(t, { tunekit_app_keepalive_timeout_ms: 59500, tunekit_node_version: '24.22.2' }), []);
+  const set = { tunekit_app_keepalive_timeout_ms: 58000, tunekit_node_version: '24.22.2' };
+  const expected = renderRefusals(set);
+  assert.equal(expected.length, 1, expected.join('\n'));
+  assert.match(expected[0], /^tunekit_app_keepalive_timeout_ms=58000 \+ tunekit_app_keepalive_buffer_ms=1000 \(Node's keepAliveTimeoutBuffer: the live close time\) must be greater than/);
+  assert.deepEqual(await roleRefusals(t, set), expected);
+});
+
 test('the stock profile: the role skips the tuning rules and keeps the safety ones, as render does', async (t) => {
   const set = { tunekit_profile: 'stock', tunekit_upstream_kind: 'tcp', tunekit_app_keepalive_timeout_ms: 1000, tunekit_socket_mode: '0666' };
   const expected = renderRefusals(set);

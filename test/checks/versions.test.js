@@ -4,7 +4,8 @@
 // namespace; test/lib/nspawn.js runInRootfs):
 // - every render (uds, tcp, per-worker, stock) for each release's own nginx
 //   passes that nginx's `nginx -t` (1.18 on bullseye, as Ubuntu 22.04; 1.22 on
-//   bookworm; 1.26 on trixie; the newest on sid);
+//   bookworm; 1.26 on trixie; the newest on sid); stock's no-pool is `keepalive 0;`
+//   on sid (1.29.7+ pools a block by default) and no line before (0 is refused there);
 // - the TLS render offers the key-exchange groups each release's OpenSSL has:
 //   X25519MLKEM768 first from OpenSSL 3.5 (trixie, sid), where a client of the
 //   same release negotiates it, and X25519 first before (bullseye, bookworm);
@@ -71,6 +72,13 @@ for (const suite of SUITES) {
         const has = compareVersions(nginx, features.keepalive_time.since) >= 0;
         assert.equal(/^\s*keepalive_time /m.test(fs.readFileSync(upstream, 'utf8')), has,
           `${suite} ${r.name}: keepalive_time ${has ? 'present' : 'left out'} for nginx ${nginx}`);
+        // No pool (stock: tunekit_nginx_upstream_keepalive 0) is `keepalive 0;` where a block
+        // pools by default (1.29.7+), and no keepalive line before, where nginx refuses 0.
+        if (vars.tunekit_nginx_upstream_keepalive === 0) {
+          const pooledByDefault = compareVersions(nginx, features.upstream_keepalive_default.since) >= 0;
+          assert.equal(/^\s*keepalive 0;$/m.test(fs.readFileSync(upstream, 'utf8')), pooledByDefault,
+            `${suite} ${r.name}: keepalive 0 ${pooledByDefault ? 'written' : 'left out'} for nginx ${nginx}`);
+        }
       }
       const check = await runInRootfs(suite, `nginx -t -c ${dir}/etc/nginx/nginx.conf`, { binds: { [dir]: dir } });
       assert.equal(check.code, 0, `${suite} nginx ${nginx}, ${r.name}: nginx -t failed:\n${check.stderr}`);
