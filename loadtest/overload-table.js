@@ -8,7 +8,7 @@ const { int, fixed, kindsText } = require('./format');
 const ms = (us) => (us == null ? '–' : fixed(us / 1000, us < 10000 ? 2 : 0));
 
 const STEP_HEAD = ['stack', 'offered', 'req/s', 'goodput', '× capacity', 'p50 ms', 'p99 ms', 'p99.9 ms',
-  'refused', 'refused p99 ms', 'timeouts', 'errors', 'gen conns', 'gen waiting', 'nginx active', 'nginx listen q', 'app accept q', 'app conns', 'loop ms'];
+  'refused', 'refused p99 ms', 'timeouts', 'errors', 'gen conns', 'gen waiting', 'nginx active', 'nginx listen q', 'app accept q', 'app conns', 'loop ms', 'srv µs/req', 'others'];
 
 /** One row per step of one stack. */
 function stepRows(s) {
@@ -20,7 +20,7 @@ function stepRows(s) {
     return [s.stack, `${p.multiple}×${p.recovery ? ' (recovery)' : ''}`, int(p.rate), int(p.goodput), fixed(p.goodputShare, 2),
       ms(p.latencyUs.p50), ms(p.latencyUs.p99), ms(p.latencyUs.p999), refused || '0', p.rejectedUs ? ms(p.rejectedUs.p99) : '–',
       int(p.timeouts), errors || '0', v(q.connections), v(q.waiting), v(q.nginxActive), v(q.nginxQueue), v(q.appQueue), v(q.appConnections),
-      q.loopMs == null ? '–' : fixed(q.loopMs, 0)];
+      q.loopMs == null ? '–' : fixed(q.loopMs, 0), p.cpuUsPerReq == null ? '–' : int(p.cpuUsPerReq), p.otherCores == null ? '–' : `${fixed(p.otherCores, 1)} cores`];
   });
 }
 
@@ -46,7 +46,8 @@ function frame(doc) {
     `capacity ${int(o.capacity)} req/s, ${cap}; ladder ${o.ladder.map((p) => `${p.multiple}× ${p.durationS} s`).join(' → ')}; ` +
       `each step's figures leave out its first quarter (queues filling); open loop up to ${int(doc.options.maxConnections)} connections, ` +
       `client timeout ${doc.options.timeout} s`,
-    `other load during each ladder (cores busy outside the stack and the generator): ${others || 'not measured'}`,
+    `other load, the most during any run of each stack (cores busy outside the stack and the generator): ${others || 'not measured'}; ` +
+      'each step\'s runs take turns across the stacks, the order rotated per step; the highest step and the 0.5× one are one run',
   ];
 }
 

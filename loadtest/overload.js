@@ -1,11 +1,13 @@
 'use strict';
 // The engine of `tunekit bench --overload`: what each stack does past its
 // capacity. The capacity is measured first (a saturation run on the kit's
-// stack); then each stack gets one open-loop ladder of paced rates, multiples of
-// that capacity (0.8, 1, 1.5, 2, 3× by default), each step long enough for the
-// queues to fill, and a last step at 0.5× straight after the highest: how fast
-// it recovers. One pacer run per stack (pacer.js `phases`), so a queue left by one
-// step is still there at the start of the next, as it is for real users.
+// stack); then a ladder of paced rates, multiples of that capacity (0.8, 1, 1.5,
+// 2, 3× by default), each step long enough for the queues to fill (its first
+// quarter is left out of its figures), and a last step at 0.5× straight after the
+// highest: how fast it recovers. Step by step, the stacks take turns (the order
+// rotated per step, stats.roundOrder), so a shared machine's drift spreads over
+// all of them; the highest step and the recovery are one pacer run (pacer.js
+// `phases`), so the recovery starts with the queue the overload left.
 //
 // Open loop: a request due while every connection is busy gets a new connection
 // (up to --max-connections, within this process's descriptor budget), so the
@@ -22,6 +24,7 @@ const fs = require('node:fs');
 const { measure } = require('./measure');
 const { nginxTarget, loadStack } = require('./targets');
 const { SCENARIOS } = require('./scenarios');
+const { roundOrder } = require('./stats');
 const status = require('../lib/status');
 
 // The kit with its overload protection on (roles/tunekit/defaults/main/10-nginx.yml:
@@ -167,17 +170,21 @@ function steps(result, capacity) {
 }
 
 /**
- * Recovery: after the load drops to 0.5×, the first second whose served p99 is
- * within `factor` of the p99 at the lowest step, counted from the drop (null: never
- * in the step).
+ * Recovery: after the load drops to 0.5× (the last step of `result`), the first
+ * second whose served p99 is within `factor` of `baseP99Us` (the lowest step's),
+ * counted from the drop (null: never in the step).
  */
-function recovery(result, stepsOut, factor = 1.5) {
-  const base = stepsOut[0].latencyUs.p99;
+function recovery(result, stepsOut, baseP99Us, factor = 1.5) {
   const rec = stepsOut[stepsOut.length - 1];
   const startS = stepsOut.slice(0, -1).reduce((a, s) => a + s.durationS, 0);
   const seconds = result.timeline.slice(Math.round(startS));
-  const back = seconds.findIndex((s) => s.ok > 0 && s.latencyUs.p99 <= factor * base);
-  return { baseP99Us: base, factor, secondsToRecover: back === -1 ? null : back, recoveryP99Us: rec.latencyUs.p99 };
+  const back = seconds.findIndex((s) => s.ok > 0 && s.latencyUs.p99 <= factor * baseP99Us);
+  return { baseP99Us, factor, secondsToRecover: back === -1 ? null : back, recoveryP99Us: rec.latencyUs.p99 };
+}
+
+/** The runs of a ladder: each step alone, but the highest with the recovery after it. */
+function runsOf(phases) {
+  return [...phases.slice(0, -2).map((p) => [p]), phases.slice(-2)];
 }
 
 // Run the overload bench. `o`: { stacks, multiples, stepS, recoveryS, capacity
@@ -206,19 +213,35 @@ async function runOverload(o) {
       capacity = capacityRun.reqPerSec;
     }
     const phases = ladder(capacity, o.multiples, o.stepS, o.recoveryS);
-    const totalS = phases.reduce((a, p) => a + p.durationS, 0);
-    const out = [];
-    for (const name of o.stacks) {
-      progress.start(`${name}: ${phases.map((p) => `${p.multiple}×`).join(' → ')} of ${Math.round(capacity)} req/s`, totalS);
-      const r = await measure(targetOf(name), {
-        mode: 'paced', rate: phases[0].rate, duration: totalS, phases, connections: o.connections, maxConnections: o.maxConnections,
-        timeoutS: o.timeoutS, sample: queueSampler(started[name]), onProgress: (n) => progress.update(n),
-      });
-      progress.done();
-      const stepsOut = steps(r, capacity);
-      results.push({ ...r, role: 'ladder' });
-      out.push({ stack: name, describe: STACKS[name].describe, steps: stepsOut, recovery: recovery(r, stepsOut), cpuUsPerReq: r.server ? r.server.cpuUsPerReq : null, otherCores: r.machine.otherCores });
+    const samplers = Object.fromEntries(o.stacks.map((name) => [name, queueSampler(started[name])]));
+    const per = Object.fromEntries(o.stacks.map((name) => [name, { steps: [], last: null }]));
+    const groups = runsOf(phases);
+    for (let k = 0; k < groups.length; k++) {
+      const group = groups[k];
+      const durationS = group.reduce((a, p) => a + p.durationS, 0);
+      for (const name of roundOrder(o.stacks, k)) {
+        progress.start(`${name}: ${group.map((p) => `${p.multiple}×`).join(' then ')} of ${Math.round(capacity)} req/s`, durationS);
+        const r = await measure(targetOf(name), {
+          mode: 'paced', rate: group[0].rate, duration: durationS, phases: group, connections: o.connections, maxConnections: o.maxConnections,
+          timeoutS: o.timeoutS, sample: samplers[name], onProgress: (n) => progress.update(n),
+        });
+        progress.done();
+        results.push({ ...r, role: 'ladder', step: k });
+        // Server CPU per request and other load are the run's (the last run: its two steps together).
+        const stepsOut = steps(r, capacity).map((st) => ({ ...st, cpuUsPerReq: r.server ? r.server.cpuUsPerReq : null, otherCores: r.machine.otherCores }));
+        per[name].steps.push(...stepsOut);
+        if (k === groups.length - 1) per[name].last = { r, stepsOut };
+      }
     }
+    const out = o.stacks.map((name) => {
+      const { steps: all, last } = per[name];
+      const others = all.map((st) => st.otherCores).filter((x) => x != null);
+      return {
+        stack: name, describe: STACKS[name].describe, steps: all,
+        recovery: recovery(last.r, last.stepsOut, all[0].latencyUs.p99),
+        otherCores: others.length ? Math.max(...others) : null,
+      };
+    });
     return { capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null, ladder: phases, stacks: out, results };
   } finally {
     for (const name of Object.keys(started).reverse()) {
@@ -231,4 +254,4 @@ async function runOverload(o) {
   }
 }
 
-module.exports = { runOverload, ladder, connectionCap, steps, recovery, STACKS, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };
+module.exports = { runOverload, ladder, runsOf, connectionCap, steps, recovery, STACKS, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { makeSchedule } = require('../../loadtest/pacer');
-const { ladder, connectionCap } = require('../../loadtest/overload');
+const { ladder, runsOf, connectionCap } = require('../../loadtest/overload');
 const options = require('../../bin/load-options');
 
 function files(set) {
@@ -63,6 +63,11 @@ test('the ladder: multiples of the capacity, a quarter of each step to settle, t
     { multiple: 2, rate: 2000, durationS: 20, settleS: 5 },
     { multiple: 0.5, rate: 500, durationS: 10, settleS: 0, recovery: true },
   ]);
+});
+
+test('the runs of a ladder: each step alone, the highest and the recovery in one run', () => {
+  const steps = ladder(1000, [0.8, 1, 2], 20, 10);
+  assert.deepEqual(runsOf(steps).map((run) => run.map((p) => p.multiple)), [[0.8], [1], [2, 0.5]]);
 });
 
 test('the connection cap stays within the open-files limit', () => {
