@@ -31,7 +31,8 @@ test('a tuned UDS stack passes every cross-layer rule, read from the live proces
   // The live accept queue of the app socket is the backlog the definition asked for (<= somaxconn).
   const somaxconn = Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
   const sock = report.facts.sockets.find((s) => s.path === stack.socketPath);
-  assert.equal(sock.backlog, Math.min(stack.vars.tunekit_app_backlog, somaxconn));
+  assert.equal(sock.backlog, Math.min(stack.vars.tunekit_app_backlog, somaxconn),
+    `the app socket's listener as ss showed it: ${JSON.stringify(sock)}; listeners: ${JSON.stringify(report.facts.listeners.filter((l) => l.kind === 'unix' && l.local.startsWith(path.dirname(stack.socketPath))))}`);
   assert.equal(sock.mode, 0o660);
   assert.ok(byId(report, 'socket-access').every((f) => f.level === 'ok'));
 
