@@ -22,8 +22,10 @@ const HEADER = `---
 # (tunekit_nginx_version): before 1.29.7 that is HTTP/1.0 to the app with
 # "Connection: close"; from 1.29.7 nginx speaks HTTP/1.1 and no longer sends
 # "close" (the table in 05-versions.yml), so stock-vs-tuned compares against what
-# a new user really gets on that version.
-# Node: http.Server and net.Server defaults (Node 20-25), cluster round-robin, TCP.
+# a new user really gets on that version. Still a connection per request on every
+# version: nginx's default pool (1.29.7+) is for upstream blocks, not an address.
+# Node: http.Server and net.Server defaults (Node 18-26: keepAliveTimeout 5 s,
+# closed 1 s later from 20.18 / 22.9), cluster round-robin, TCP.
 # Kernel: Linux >= 5.4 default (the kit's sysctl step never lowers a live value).
 `;
 
