@@ -1,0 +1,64 @@
+'use strict';
+// `tunekit bench --overload`, short: the three stacks (stock, kit, protected) each
+// through a two-step ladder and the recovery step, the stacks taking turns, reports
+// written, everything torn down. Invariants only: every request due in a step's
+// counted part is accounted for in that step, the protected stack refuses only with
+// 503, the queue sampler read every stack. The speed figures of a 2-second step on a
+// shared machine mean nothing, and no test asserts them.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const ROOT = path.resolve(__dirname, '../..');
+const LIMIT_MS = 300000;
+
+test('bench --overload: stock, kit and protected through the ladder in turns, every request accounted for, reports written', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-overload-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const out = (ext) => path.join(dir, `bench-overload.${ext}`);
+  // A given capacity: no saturation run, and rates the generator keeps on any machine.
+  const args = ['bench', '--overload', '--capacity', '100', '--multiples', '0.5,2', '--step', '2', '--recovery', '2',
+    '--max-connections', '200', '--no-progress', '--json', out('json'), '--md', out('md'), '--html', out('html')];
+  const r = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stdout.resume();
+    child.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), LIMIT_MS);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(out('json'), 'utf8'));
+  assert.equal(doc.kind, 'bench-overload');
+  assert.equal(doc.overload.capacity, 100);
+  assert.deepEqual(doc.overload.ladder.map((p) => [p.multiple, p.rate]), [[0.5, 50], [2, 200], [0.5, 50]]);
+  assert.deepEqual(doc.overload.stacks.map((s) => s.stack), ['stock', 'kit', 'protected']);
+  // Two runs per stack (the first step; the second with the recovery), in turns: the order differs between them.
+  const order = (step) => doc.results.filter((x) => x.step === step).map((x) => x.scenario);
+  assert.deepEqual([...order(0)].sort(), ['kit', 'protected', 'stock']);
+  assert.deepEqual([...order(1)].sort(), ['kit', 'protected', 'stock']);
+  assert.notDeepEqual(order(0), order(1));
+  for (const s of doc.overload.stacks) {
+    assert.equal(s.steps.length, 3, s.stack);
+    for (const p of s.steps) {
+      const due = Math.round(p.rate * (p.durationS - p.settleS));
+      assert.equal(p.ok + p.non2xx + p.errors + p.timeouts, due, `${s.stack} ${p.multiple}×: every request due in the step accounted for`);
+      if (s.stack === 'protected') assert.deepEqual(Object.keys(p.kinds).filter((k) => k.startsWith('HTTP ')).filter((k) => k !== 'HTTP 503'), [], 'refusals are 503');
+    }
+    assert.ok(s.steps.some((p) => p.queue.connections >= 50), `${s.stack}: the queue sampler read the generator`);
+  }
+  const protectedRuns = doc.results.filter((x) => x.scenario === 'protected');
+  assert.ok(protectedRuns.every((x) => x.timeline.some((sec) => sec.sample && sec.sample.nginxActive != null)), 'stub_status sampled');
+  const md = fs.readFileSync(out('md'), 'utf8');
+  assert.match(md, /## Steps/);
+  const html = fs.readFileSync(out('html'), 'utf8');
+  assert.match(html, /Goodput against offered load/);
+  assert.match(html, /Served p99 against offered load/);
+});
