@@ -11,6 +11,8 @@
 //    site.yml sends it to both hosts in one archive each, without node_modules
 //    and .git; npm ci builds node_modules on each host from package-lock.json;
 //    the app answers through nginx with what the dependency exports;
+//  - check mode before the app's first deploy passes (unarchive, whose
+//    destination must exist, is not asked to compare);
 //  - a second run after every file was touched (a fresh clone: new dates, same
 //    code) changes nothing; a changed file is unpacked, npm ci runs again and the
 //    new code answers.
@@ -30,7 +32,7 @@ const ansible = require('../lib/ansible');
 const { ROOT, PLAYBOOK, tailOf, sh } = ansible;
 const PORT = 80;
 const MODULES = 520; // files of the dependency's lib/, past the 500 the deploy must carry
-const STEPS = 4;
+const STEPS = 5;
 const SOURCE_DIR = '/opt/tunekit-app/current'; // tunekit_app_source_dir's default
 
 /** Must succeed on the controller. */
@@ -201,6 +203,14 @@ test('an app of real size deployed with Ansible onto two booted hosts', { timeou
     assert.equal(res.status, 200, `${h.name}: ${res.body}`);
     return JSON.parse(res.body);
   };
+
+  await step('check mode with the app folder on hosts that do not have its directory yet: the play passes and reports the change', async () => {
+    const r = await runner.playbook(['--check']);
+    assert.equal(r.code, 0, `site.yml --check failed (log ${r.log}):\n${tailOf(r.out)}`);
+    const every = (what) => Object.fromEntries(hosts.map((h) => [h.name, what]));
+    assert.deepEqual(outcomes(r.out, "Create the app's directory"), every('changed'), `log ${r.log}`);
+    for (const h of hosts) assert.equal((await h.ssh(`test -e ${SOURCE_DIR}`)).code, 1, `${h.name}: check mode created ${SOURCE_DIR}`);
+  });
 
   await step(`site.yml sends the app (node_modules of ${nodeModulesFiles} files on the controller) to both hosts in one archive each, without node_modules and .git; npm ci builds node_modules there`, async () => {
     const log = path.join(tmp, 'deploy.log');
