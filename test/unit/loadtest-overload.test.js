@@ -10,6 +10,9 @@ const renderer = require('../../lib/render');
 const { makeSchedule } = require('../../loadtest/pacer');
 const { ladder, runsOf, connectionCap } = require('../../loadtest/overload');
 const options = require('../../bin/load-options');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 
 function files(set) {
   const out = {};
@@ -28,6 +31,20 @@ test('max_conns on: a zone shared by the nginx workers, max_conns on each server
     const site = live(f['site.conf']);
     assert.match(site, /location @tunekit_overload \{\s+if \(\$upstream_addr !~ ":"\) \{\s+add_header Retry-After 5 always;\s+return 503;\s+\}\s+return 502;\s+\}/);
   }
+});
+
+test('with several apps the bound is host-wide: every app\'s upstream bounded, every site able to answer the 503; an app may not set it alone', (t) => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-overload-')), 'apps.yml');
+  t.after(() => fs.rmSync(path.dirname(file), { recursive: true, force: true }));
+  const apps = [{ name: 'api', server_name: 'api.example.test' }, { name: 'web', server_name: 'web.example.test' }];
+  fs.writeFileSync(file, JSON.stringify({ tunekit_nginx_default_server: false, tunekit_nginx_upstream_max_conns: 12, tunekit_apps: apps }));
+  const rendered = renderer.renderAll(config.resolve({ varsFiles: [file] }));
+  const text = (name) => rendered.filter((r) => r.dest.endsWith(`/${name}`)).map((r) => live(r.content)).join('\n');
+  assert.equal((text('upstream.conf').match(/^\s*server \S+ .* max_conns=12;$/gm) || []).length, 2, 'both apps\' upstreams bounded');
+  assert.equal((text('upstream.conf').match(/^\s*zone \S+ 64k;$/gm) || []).length, 2, 'a zone per upstream');
+  assert.equal((text('site.conf').match(/location @tunekit_overload/g) || []).length, 2, 'both sites hold the refusal location proxy.conf sends to');
+  fs.writeFileSync(file, JSON.stringify({ tunekit_nginx_default_server: false, tunekit_apps: [{ ...apps[0], tunekit_nginx_upstream_max_conns: 12 }, apps[1]] }));
+  assert.throws(() => config.resolve({ varsFiles: [file] }), /tunekit_nginx_upstream_max_conns is host-wide/);
 });
 
 test('max_conns 0 (the default) and the stock profile render none of it', () => {
