@@ -14,10 +14,13 @@
 //     --app-config /etc/tunekit-app/app.json --nginx-conf /etc/nginx/nginx.conf [--interval-s 15 | --once]
 //
 // A directive the nginx files leave out counts at nginx's own default, read from
-// nginx-defaults.json beside this file (`npm run generate` writes it from the
-// definition's "Upstream default:" lines; the role copies both), for the nginx
-// version `nginx -v` reports: an upstream block without keepalive_timeout keeps
-// idle connections 60 s, and from nginx 1.29.7 one without `keepalive` pools too.
+// defaults.json beside this file (`npm run generate` writes it from the
+// definition's "Upstream default:" lines and version tables; the role copies
+// both), for the nginx version `nginx -v` reports: an upstream block without
+// keepalive_timeout keeps idle connections 60 s, and from nginx 1.29.7 one
+// without `keepalive` pools too. The app's idle close is its keepAliveTimeout
+// plus the buffer the app's Node adds (1 s from 20.18 and 22.9): this process
+// runs on the host's Node, the app's (tunekit_node_bin), so its own is the app's.
 //
 // The file (FILE_NAME) is written whole, then renamed into place: node_exporter
 // never reads half a sample. Metric names: metrics/README.md.
@@ -28,7 +31,7 @@ const { spawnSync } = require('node:child_process');
 const { parseArgs } = require('node:util');
 
 const FILE_NAME = 'tunekit-queues.prom';
-const DEFAULTS_FILE = path.join(__dirname, 'nginx-defaults.json');
+const DEFAULTS_FILE = path.join(__dirname, 'defaults.json');
 const SOMAXCONN = '/proc/sys/net/core/somaxconn';
 
 const OPTIONS = {
@@ -38,14 +41,14 @@ const OPTIONS = {
   'app-config': { type: 'string' },
   'nginx-conf': { type: 'string' },
   'nginx-bin': { type: 'string', default: 'nginx' },
-  'nginx-defaults': { type: 'string', default: DEFAULTS_FILE },
+  defaults: { type: 'string', default: DEFAULTS_FILE },
   'interval-s': { type: 'string', default: '15' },
   once: { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 };
 
 const USAGE = 'usage: queue-sampler.js --textfile-dir DIR [--unix PATH]... [--tcp [ADDR:]PORT]... '
-  + '[--app-config app.json] [--nginx-conf nginx.conf] [--nginx-bin nginx] [--nginx-defaults FILE] [--interval-s N | --once]';
+  + '[--app-config app.json] [--nginx-conf nginx.conf] [--nginx-bin nginx] [--defaults FILE] [--interval-s N | --once]';
 
 // The tunekit runner binds its Unix socket under PATH~PID and then gives the file its
 // path (app/socket.js bindName): the socket keeps the name it was bound with, so ss
@@ -195,7 +198,7 @@ function nginxVersion(bin) {
  * [{ layer, name, value, source }]. Only what could be read is listed; a source
  * that could not be read (an app.json half-written by a deploy) is named in
  * `out.errors` and the others are still read, the queues still sampled.
- * `nginx`: { defaults, version } — nginx's defaults (nginx-defaults.json) and the
+ * `nginx`: { defaults, version } — nginx's defaults (defaults.json) and the
  * version running; without them a directive left out is not counted.
  */
 function settings({ appConfig, nginxConf, nginx = null }) {
@@ -211,15 +214,31 @@ function settings({ appConfig, nginxConf, nginx = null }) {
   };
   from(SOMAXCONN, () => add('kernel', 'somaxconn', Number(fs.readFileSync(SOMAXCONN, 'utf8').trim()), SOMAXCONN));
   let listen = null;
-  if (appConfig) from(appConfig, () => { listen = appSettings(appConfig, add); });
+  const bufferMs = nginx ? nodeKeepaliveBufferMs(nginx.defaults.nodeKeepaliveBuffer) : null;
+  if (appConfig) from(appConfig, () => { listen = appSettings(appConfig, add, bufferMs); });
   if (nginxConf) from(nginxConf, () => nginxSettings(nginxConf, listen, add, nginx));
   return out;
 }
 
+/**
+ * What Node adds to keepAliveTimeout before it closes an idle connection, in the
+ * Node running this: server.keepAliveTimeoutBuffer where it is a setting, else
+ * the fixed buffer of the releases that have one (defaults.json's facts), else 0.
+ */
+function nodeKeepaliveBufferMs(buffer, version = process.versions.node, own = new (require('node:http').Server)().keepAliveTimeoutBuffer) {
+  if (typeof own === 'number') return own;
+  if (!buffer) return 0;
+  const major = (v) => v.split('.')[0];
+  const has = compareVersions(version, buffer.since) >= 0
+    || (major(version) === major(buffer.backported) && compareVersions(version, buffer.backported) >= 0);
+  return has ? buffer.ms : 0;
+}
+
 /** app.json's timeouts and backlog; returns its listen ("unix:/path", "tcp:host:port"). */
-function appSettings(appConfig, add) {
+function appSettings(appConfig, add, bufferMs) {
   const app = JSON.parse(fs.readFileSync(appConfig, 'utf8'));
   add('app', 'keepalive_timeout_seconds', app.keepAliveTimeoutMs / 1000, appConfig);
+  if (bufferMs != null) add('app', 'keepalive_close_seconds', (app.keepAliveTimeoutMs + bufferMs) / 1000, appConfig);
   add('app', 'headers_timeout_seconds', app.headersTimeoutMs / 1000, appConfig);
   add('app', 'listen_backlog', app.backlog, appConfig);
   return app.listen;
@@ -258,11 +277,11 @@ function nginxSettings(nginxConf, listen, add, nginx) {
   if (nofile) add('nginx', 'worker_rlimit_nofile', Number(nofile.args[0]), nginxConf);
 }
 
-/** nginx's defaults, as `npm run generate` wrote them (nginx-defaults.json). */
+/** nginx's defaults, as `npm run generate` wrote them (defaults.json). */
 function readDefaults(file) {
   const d = JSON.parse(fs.readFileSync(file, 'utf8'));
-  for (const key of ['upstreamKeepaliveTimeoutS', 'workerConnections', 'upstreamKeepaliveDefaultSince']) {
-    if (d[key] === undefined) throw new Error(`${file} has no ${key}: copy the nginx-defaults.json of the same kit version as this file`);
+  for (const key of ['upstreamKeepaliveTimeoutS', 'workerConnections', 'upstreamKeepaliveDefaultSince', 'nodeKeepaliveBuffer']) {
+    if (d[key] === undefined) throw new Error(`${file} has no ${key}: copy the defaults.json of the same kit version as this file`);
   }
   return d;
 }
@@ -303,7 +322,7 @@ function writeAtomically(dir, name, text) {
 /** nginx's defaults and running version, or what kept them from being read (a directive left out is then not counted). */
 function nginxFacts(o) {
   try {
-    return { facts: { defaults: readDefaults(o.nginxDefaults), version: nginxVersion(o.nginxBin) } };
+    return { facts: { defaults: readDefaults(o.defaults), version: nginxVersion(o.nginxBin) } };
   } catch (err) {
     return { facts: null, error: `nginx's defaults: ${err.message}` };
   }
@@ -332,7 +351,7 @@ function options(argv) {
   if (!(intervalS > 0)) throw new Error(`--interval-s ${v['interval-s']} is not a positive number of seconds`);
   for (const t of v.tcp) if (!/^(\d+|.+:\d+)$/.test(t)) throw new Error(`--tcp ${t}: give PORT or ADDR:PORT as ss prints it (127.0.0.1:80, [::]:443)`);
   return { textfileDir: v['textfile-dir'], unix: v.unix, tcp: v.tcp, appConfig: v['app-config'], nginxConf: v['nginx-conf'],
-    nginxBin: v['nginx-bin'], nginxDefaults: v['nginx-defaults'], intervalS, once: v.once };
+    nginxBin: v['nginx-bin'], defaults: v.defaults, intervalS, once: v.once };
 }
 
 function main(argv = process.argv.slice(2)) {
@@ -367,4 +386,4 @@ function main(argv = process.argv.slice(2)) {
 
 if (require.main === module) main();
 
-module.exports = { parseSs, queues, words, directives, seconds, settings, readDefaults, compareVersions, format, sampleOnce, FILE_NAME, DEFAULTS_FILE };
+module.exports = { parseSs, queues, words, directives, seconds, settings, readDefaults, compareVersions, nodeKeepaliveBufferMs, format, sampleOnce, FILE_NAME, DEFAULTS_FILE };

@@ -59,7 +59,7 @@ test("build_ignore leaves out what npm leaves in the checkout", async () => {
 test('every path the roles read exists and is shipped in the collection', () => {
   const paths = pathsTheRolesRead();
   // The scan found the reads it must: a template, the runner, the checks' templates, the sysctl tool.
-  for (const rel of ['nginx/nginx.conf.j2', 'app', 'roles/tunekit/templates/checks.j2', 'bin/tunekit.js', 'metrics/queue-sampler.js', 'metrics/nginx-defaults.json']) {
+  for (const rel of ['nginx/nginx.conf.j2', 'app', 'roles/tunekit/templates/checks.j2', 'bin/tunekit.js', 'metrics/queue-sampler.js', 'metrics/defaults.json']) {
     assert.ok(paths.some((p) => p.rel === rel), `the scan did not find the roles reading ${rel}`);
   }
   const patterns = collection.ignored();

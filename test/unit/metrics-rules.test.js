@@ -231,6 +231,14 @@ test('the sampler counts a directive the nginx files leave out at nginx\'s defau
   assert.equal(value('', '1.29.6'), undefined);
   assert.equal(value('    keepalive 8;\n', null), undefined, 'without nginx\'s defaults a value left out is not guessed');
   assert.equal(value('', '1.22.1', 'worker_connections'), upstreamDefault('tunekit_nginx_worker_connections'));
+  // The app's idle close: keepAliveTimeout plus what its Node adds (this Node's, the host's).
+  const buffer = sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer);
+  assert.equal(value('    keepalive 8;\n', '1.22.1', 'keepalive_close_seconds'), 5 + buffer / 1000);
+  assert.equal(value('    keepalive 8;\n', null, 'keepalive_close_seconds'), undefined, 'without the facts, no close time is guessed');
+  const nodeBuffer = (version) => sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer, version, undefined);
+  assert.deepEqual(['18.20.4', '20.17.0', '20.18.0', '20.20.2', '21.7.3', '22.8.0', '22.9.0', '24.22.2'].map(nodeBuffer),
+    [0, 0, 1000, 1000, 0, 0, 1000, 1000]);
+  assert.equal(sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer, '24.22.2', 2500), 2500, 'server.keepAliveTimeoutBuffer where Node has it');
   assert.equal(value('', null, 'worker_connections'), undefined);
 
   // Through the command as its unit runs it: nginx's version asked of the binary.
