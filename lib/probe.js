@@ -41,18 +41,9 @@ function hostHeader(target) {
  * Keep-Alive headers (hintS: the timeout=N it names, or null).
  */
 function probeKeepAlive(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
-  return new Promise((resolve, reject) => {
-    const socket = connect(target);
+  return withConnection(target, (socket, done, after) => {
     let head = '';
     let answered = null; // { status, connection, hintS, at }
-    let timer = null;
-    const done = (result, err) => {
-      clearTimeout(timer);
-      socket.destroy();
-      if (err) reject(err);
-      else resolve(result);
-    };
-    socket.setEncoding('latin1');
     socket.on('connect', () => {
       socket.write(`HEAD ${path} HTTP/1.1\r\nHost: ${hostHeader(target)}\r\nUser-Agent: tunekit-doctor-probe\r\n\r\n`);
     });
@@ -70,7 +61,7 @@ function probeKeepAlive(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
       if (answered.connection !== 'close' && answered.hintS != null && answered.hintS * 1000 > budgetMs) {
         return done({ ...describe(answered), openAfterMs: 0, notWaited: true });
       }
-      timer = setTimeout(() => done({ ...describe(answered), openAfterMs: elapsedMs(answered.at) }), budgetMs);
+      after(budgetMs, () => done({ ...describe(answered), openAfterMs: elapsedMs(answered.at) }));
     });
     socket.on('end', () => {
       if (!answered) return done(null, new Error(`the app closed the connection before it answered HEAD ${path}`));
@@ -80,6 +71,29 @@ function probeKeepAlive(target, { path = '/', budgetMs = BUDGET_MS } = {}) {
       if (answered) done({ ...describe(answered), closedAfterMs: elapsedMs(answered.at), reset: err.code });
       else done(null, err);
     });
+  });
+}
+
+/**
+ * One probe's connection: run(socket, done, after) drives it; done(result, err)
+ * ends it (the socket destroyed, the timer cleared), after(ms, fn) sets its one timer.
+ */
+function withConnection(target, run) {
+  return new Promise((resolve, reject) => {
+    const socket = connect(target);
+    let timer = null;
+    const done = (result, err) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(result);
+    };
+    const after = (ms, fn) => {
+      clearTimeout(timer);
+      timer = setTimeout(fn, ms);
+    };
+    socket.setEncoding('latin1');
+    run(socket, done, after);
   });
 }
 
@@ -111,28 +125,18 @@ function elapsedMs(since) {
  * up on it within the budget (Node: 408), else { openAfterMs }.
  */
 function probeHeaders(target, { path = '/', budgetMs = BUDGET_MS, enough = null } = {}) {
-  return new Promise((resolve, reject) => {
-    const socket = connect(target);
+  return withConnection(target, (socket, done, after) => {
     let sentAt = null;
     let answer = '';
-    let timer = null;
-    const done = (result, err) => {
-      clearTimeout(timer);
-      socket.destroy();
-      if (err) reject(err);
-      else resolve(result);
-    };
-    socket.setEncoding('latin1');
     socket.on('connect', () => {
       socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostHeader(target)}\r\n`);
       sentAt = process.hrtime.bigint();
-      timer = setTimeout(() => done({ openAfterMs: elapsedMs(sentAt) }), budgetMs);
+      const stop = () => done({ openAfterMs: elapsedMs(sentAt) });
+      after(budgetMs, stop);
       // `enough` resolves with a wait (ms from now) past which a lower bound is all that is asked.
       if (enough) {
         enough.then((ms) => {
-          if (ms == null || socket.destroyed) return;
-          clearTimeout(timer);
-          timer = setTimeout(() => done({ openAfterMs: elapsedMs(sentAt) }), ms);
+          if (ms != null && !socket.destroyed) after(ms, stop);
         }, () => {});
       }
     });
