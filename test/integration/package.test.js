@@ -15,7 +15,10 @@
 //     then the lines it prints; a command that cannot run here is listed with the
 //     reason, never skipped in silence;
 //   - a missing npm package is one line whose reinstall command, run as printed,
-//     makes the kit work again; npx's copy says `npx tunekit`.
+//     makes the kit work again; npx's copy says `npx tunekit`;
+//   - from git (this checkout's committed HEAD as a git+file:// URL, as a
+//     git+https:// one is fetched): `npm install -g` and `npx -p` give a tunekit
+//     that works from an empty folder.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -355,4 +358,24 @@ test('npx from the tarball: render\'s next steps say npx tunekit', { timeout: IN
   const steps = nextSteps(r.stdout);
   assert.match(steps, /^ {5}npx tunekit sysctl apply /m);
   assert.doesNotMatch(steps, /npm ci|bin\/tunekit\.js/);
+});
+
+const fromGit = spawnSync('git', ['-C', ROOT, 'rev-parse', '--is-inside-work-tree'], { encoding: 'utf8' }).stdout.trim() === 'true'
+  ? false : 'not a git checkout: nothing to install from git';
+
+test('from git: npm install -g git+URL and npx -p git+URL give a tunekit that works from any folder', { skip: fromGit, timeout: 2 * INSTALL_TIMEOUT_MS + 60000 }, async (t) => {
+  const { dir, empty } = await setup();
+  const url = `git+file://${ROOT}`;
+  const prefix = path.join(dir, 'git-prefix');
+  t.after(() => fs.rmSync(prefix, { recursive: true, force: true }));
+  const inst = await runCommand('npm', ['install', '-g', '--prefix', prefix, ...NPM_QUIET, url], { cwd: empty, timeoutMs: INSTALL_TIMEOUT_MS });
+  assert.equal(inst.code, 0, `npm install -g ${url}: ${inst.stderr}`);
+  const env = { ...process.env, PATH: `${path.join(prefix, 'bin')}:${process.env.PATH}` };
+  const r = await runCommand('tunekit', ['render', '--out', 'G'], { cwd: empty, env, timeoutMs: 120000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(nextSteps(r.stdout), /^ {5}tunekit sysctl apply /m, 'the global install from git names itself tunekit');
+  const x = await runCommand('npx', ['--yes', ...NPM_QUIET, '-p', url, '--', 'tunekit', '--version'], { cwd: empty, timeoutMs: INSTALL_TIMEOUT_MS });
+  assert.equal(x.code, 0, x.stderr);
+  assert.match(x.stdout, /^tunekit \d+\.\d+\.\d+/);
+  fs.rmSync(path.join(empty, 'G'), { recursive: true, force: true });
 });
