@@ -98,11 +98,23 @@ function filesOf(suite) {
 }
 
 const running = new Set(); // process groups of the files running now
-// A SIGTERM or Ctrl-C to this runner: every running file's group gets it, so the
-// tests' own clean-up runs; then this runner dies of it.
+let stopping = null; // the signal that stopped the run: no file starts after it
+
+/**
+ * Stop the run: every running file's group gets `sig`, so the tests' own
+ * clean-up runs, and no lane starts another file (before, the lanes went on
+ * starting files in the moments before this runner died, and those ran on
+ * without it: seen stopping a run with SIGTERM, 2026-12-05).
+ */
+function stopRun(sig) {
+  stopping = sig;
+  for (const pid of running) { try { process.kill(-pid, sig); } catch { /* gone */ } }
+}
+
+// A SIGTERM or Ctrl-C to this runner: the run stops; then this runner dies of it.
 for (const sig of ['SIGINT', 'SIGTERM']) {
   process.once(sig, () => {
-    for (const pid of running) { try { process.kill(-pid, sig); } catch { /* gone */ } }
+    stopRun(sig);
     setTimeout(() => process.kill(process.pid, sig), 2000).unref();
   });
 }
@@ -236,7 +248,7 @@ async function runLane(lane, files, { runId, out, live }) {
   const queue = files.map((file, i) => ({ file, tag: `${runId}${lane.name[0]}${i}` }));
   const results = [];
   const worker = async () => {
-    for (let job = queue.shift(); job; job = queue.shift()) {
+    for (let job = queue.shift(); job && !stopping; job = queue.shift()) {
       results.push(await runFile(job.file, { lane, tag: job.tag, out, live: live && lane.concurrency === 1 }));
     }
   };
@@ -250,6 +262,7 @@ async function runLane(lane, files, { runId, out, live }) {
 async function runChain(chain, wanted, ctx) {
   const results = [];
   for (const lane of chain) {
+    if (stopping) break;
     const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf);
     if (files.length) results.push(await runLane(lane, files, ctx));
   }
@@ -314,4 +327,4 @@ async function main(argv) {
 
 if (require.main === module) main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
 
-module.exports = { runFile, limitOf, sweep, filesOf, PHASES };
+module.exports = { runFile, runLane, stopRun, limitOf, sweep, filesOf, PHASES };

@@ -14,6 +14,7 @@ const path = require('node:path');
 const { runFile } = require('../run');
 const { alive } = require('../../lib/proc');
 const { taggedProcesses } = require('../lib/tags');
+const { until } = require('../lib/util');
 
 const LANE = { name: 'unit', concurrency: 1 };
 
@@ -75,4 +76,19 @@ test("every test timeout a file sets is shorter than the file's limit: the test 
     }
   }
   assert.deepEqual(over, []);
+});
+
+// Last in the file: a stopped run stays stopped (no lane of this process starts a file after it).
+test('a stopped run (SIGTERM to test/run.js) signals the file that runs and starts no other', async (t) => {
+  const { runLane, stopRun } = require('../run');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-run-limits-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  process.env.FIXTURE_PIDS = path.join(dir, 'pids');
+  const lane = runLane(LANE, ['test/fixtures/run/wait.js', 'test/fixtures/run/pass.js'], { runId: `s${crypto.randomBytes(3).toString('hex')}`, out: () => {}, live: false });
+  await until('wait.js running', () => fs.existsSync(process.env.FIXTURE_PIDS), 60000, 50);
+  const [waiting] = fs.readFileSync(process.env.FIXTURE_PIDS, 'utf8').trim().split('\n').map(Number);
+  stopRun('SIGTERM');
+  const result = await lane;
+  assert.deepEqual(result.results.map((r) => r.file), ['test/fixtures/run/wait.js'], 'pass.js was started after the stop');
+  assert.equal(alive(waiting), false, 'the running file did not end on the signal');
 });
