@@ -116,7 +116,7 @@ function queueSampler(stack) {
   const metricsUrl = stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
   let lastDelays = null;
   return async () => {
-    const [queues, stub, meter] = await Promise.all([
+    const [queues, stubStatus, meter] = await Promise.all([
       acceptQueues(),
       statusUrl ? status.get(statusUrl, 900).then(status.parseStubStatus, () => null) : null,
       metricsUrl ? appMeter(metricsUrl).catch(() => null) : null,
@@ -134,8 +134,8 @@ function queueSampler(stack) {
     return {
       nginxQueue: queues[nginxListen] ?? null,
       appQueue: Object.entries(queues).filter(([k]) => served(k, appListen)).reduce((a, [, n]) => a + n, 0),
-      nginxActive: stub ? stub.active : null,
-      nginxWriting: stub ? stub.writing : null,
+      nginxActive: stubStatus ? stubStatus.active : null,
+      nginxWriting: stubStatus ? stubStatus.writing : null,
       appConnections: meter ? meter.connections : null,
       loopMs,
     };

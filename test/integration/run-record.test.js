@@ -62,6 +62,22 @@ const stateOf = (t) => {
   return { TUNEKIT_STATE_DIR: state };
 };
 
+/** `tunekit run` on a loopback port, its output in DIR/x.log, killed after the test; resolves once it is ready. */
+async function startOnPort(t, dir, args, env, port, metrics) {
+  const log = path.join(dir, 'x.log');
+  const fd = fs.openSync(log, 'a');
+  const child = spawn(process.execPath, [h.CLI, 'run', ...args, '--listen', `tcp:127.0.0.1:${port}`, '--workers', '1', '--set', `tunekit_metrics_listen=tcp:127.0.0.1:${metrics}`],
+    { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+  fs.closeSync(fd);
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  });
+  await until('the ready line', () => fs.readFileSync(log, 'utf8').includes('"event":"ready"'), h.READY_TIMEOUT_MS);
+  return { child, log, exited };
+}
+
 test('a runner started by hand: reload, logs, status and doctor find it with no flag; its record goes when it stops', { timeout: 180_000 }, async (t) => {
   const dir = h.tmpDir(t);
   const env = stateOf(t);
@@ -160,17 +176,7 @@ test('--no-record: the kit\'s own stacks\' runners are not recorded', { timeout:
   const dir = h.tmpDir(t);
   const env = stateOf(t);
   const [port, metrics] = await freePorts(2);
-  const log = path.join(dir, 'x.log');
-  const fd = fs.openSync(log, 'a');
-  const child = spawn(process.execPath, [h.CLI, 'run', '--no-record', '--listen', `tcp:127.0.0.1:${port}`, '--workers', '1', '--set', `tunekit_metrics_listen=tcp:127.0.0.1:${metrics}`],
-    { cwd: dir, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
-  fs.closeSync(fd);
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  await until('the ready line', () => fs.readFileSync(log, 'utf8').includes('"event":"ready"'), h.READY_TIMEOUT_MS);
+  const { child, log, exited } = await startOnPort(t, dir, ['--no-record'], env, port, metrics);
   assert.equal(fs.existsSync(path.join(env.TUNEKIT_STATE_DIR, 'stacks')), false);
   assert.doesNotMatch(fs.readFileSync(log, 'utf8'), /"event":"recorded"/);
   child.kill('SIGTERM');
@@ -183,17 +189,7 @@ test('a state dir that cannot be written: the runner says so in one line and ser
   const blocker = path.join(dir, 'state');
   fs.writeFileSync(blocker, '');
   const [port, metrics] = await freePorts(2);
-  const log = path.join(dir, 'x.log');
-  const fd = fs.openSync(log, 'a');
-  const child = spawn(process.execPath, [h.CLI, 'run', '--listen', `tcp:127.0.0.1:${port}`, '--workers', '1', '--set', `tunekit_metrics_listen=tcp:127.0.0.1:${metrics}`],
-    { cwd: dir, env: { ...process.env, TUNEKIT_STATE_DIR: path.join(blocker, 'sub') }, stdio: ['ignore', fd, fd] });
-  fs.closeSync(fd);
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  await until('the ready line', () => fs.readFileSync(log, 'utf8').includes('"event":"ready"'), h.READY_TIMEOUT_MS);
+  const { child, log, exited } = await startOnPort(t, dir, [], { TUNEKIT_STATE_DIR: path.join(blocker, 'sub') }, port, metrics);
   const warn = fs.readFileSync(log, 'utf8').split('\n').filter((l) => l.includes('"event":"not-recorded"'));
   assert.equal(warn.length, 1, fs.readFileSync(log, 'utf8'));
   assert.match(warn[0], /"error":"ENOTDIR writing under [^"]*\/state\/sub".*"fix":"set TUNEKIT_STATE_DIR to a folder you can write, for reload, logs and status to find this runner"/);
