@@ -16,7 +16,8 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { ROOT } = require('./template');
 const { UsageError } = require('./errors');
-const { listeners, DEFAULT_APP_CONFIG } = require('./doctor');
+const { listeners } = require('./live/sockets');
+const { DEFAULT_APP_CONFIG } = require('./live/app');
 const { cmdline, childrenOf, RUNNER_CMD, WORKER_CMD } = require('./proc');
 
 // PM2's daemon sets its title to "PM2 vX: God Daemon (PM2_HOME)", cut to the

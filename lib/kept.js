@@ -35,9 +35,9 @@ const os = require('node:os');
 const path = require('node:path');
 const { UsageError } = require('./errors');
 const { alive, cmdline, readStat } = require('./proc');
-// lib/doctor (and the npm packages under it) only when a command reads records:
+// lib/live/app (and the npm packages under it) only when a command reads records:
 // `tunekit run --config FILE` records itself and needs no npm package.
-const hostAppConfig = () => require('./doctor').DEFAULT_APP_CONFIG;
+const hostAppConfig = () => require('./live/app').DEFAULT_APP_CONFIG;
 
 /** Where the records are kept (see above). */
 function stateDir(env = process.env) {
