@@ -94,10 +94,14 @@ const GENERATORS = [
     run: () => ({ files: [{ file: types.TYPES_TEMPLATE, content: types.jinjaChecks(types.readTypes(defaultFiles())) }] }),
   },
   {
-    what: 'the variables table and the nginx version table, from the comments',
+    what: 'the variables table, the live-sources table and the nginx version table, from the comments',
     run: (ctx) => ({
       files: [
-        ...vartable.DOCUMENTS.map((rel) => section(ctx, rel, vartable.table(), vartable.START, vartable.END)),
+        ...vartable.DOCUMENTS.map((rel) => {
+          const text = vartable.splice(ctx.read(rel), vartable.table(), rel);
+          // The live-sources table follows the variables table in its document.
+          return { file: rel, content: rel === vartable.LIVE_DOCUMENT ? vartable.splice(text, vartable.liveTable(), rel, vartable.LIVE_START, vartable.LIVE_END) : text };
+        }),
         section(ctx, vartable.VERSION_DOCUMENT, vartable.versionTable(), vartable.VERSION_START, vartable.VERSION_END),
       ],
     }),

@@ -11,6 +11,9 @@
 //   # Per app: yes     an entry of tunekit_apps may set it for its app alone (lib/config/apps.js)
 //   # Stock: <value>   its value in the stock profile, a YAML scalar (Jinja allowed);
 //                      ansible/profiles/stock.yml is generated from these lines
+//   # Live: <source>   where a running host shows its value (an nginx directive, a
+//                      sysctl, /proc limits, the app's values, a probe), or "no: why";
+//                      the grammar is in live.js, doctor reads it (lib/live/)
 //   # See: <link>
 //
 // Nothing else keeps a list of which variable is prefixed, set by the pod or
@@ -20,6 +23,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const YAML = require('yaml');
 const { ROOT } = require('../template');
+const live = require('./live');
 
 const DEFAULTS_DIR = path.join(ROOT, 'roles/tunekit/defaults/main');
 
@@ -35,8 +39,10 @@ function defaultFiles() {
  * comment between them share the block above the first (e.g. user and group).
  * @returns {{file: string, key: string, value: string, what: string, unit: string,
  *            upstream: string, why: string, type: string, see: string,
- *            prefix: boolean, perApp: boolean, pod: string|null, stock: string|null}[]}
- *          (pod and stock: the line's YAML text, as written)
+ *            prefix: boolean, perApp: boolean, pod: string|null, stock: string|null,
+ *            live: object[]|null}[]}
+ *          (pod and stock: the line's YAML text, as written; live: the sources of the
+ *          `# Live:` line, parsed by live.js)
  */
 function readDefinition(files = defaultFiles()) {
   const out = [];
@@ -73,10 +79,13 @@ function show(value) {
 }
 
 function parseBlock(lines, where) {
-  const info = { what: [], unit: '', upstream: '', why: '', type: '', see: '', prefix: false, perApp: false, pod: null, stock: null };
+  const info = { what: [], unit: '', upstream: '', why: '', type: '', see: '', prefix: false, perApp: false, pod: null, stock: null, live: null };
   for (const line of lines) {
     const annotation = /^(Type|See|Prefix|Pod|Stock|Per app):\s*(.*)$/.exec(line);
-    if (/^Unit:/.test(line)) {
+    const liveLine = /^Live:\s*(.*)$/.exec(line);
+    if (liveLine) {
+      info.live = live.parse(liveLine[1], where);
+    } else if (/^Unit:/.test(line)) {
       for (const part of line.split(/ \| (?=Upstream default:|Why:)/)) {
         const m = /^(Unit|Upstream default|Why):\s*(.*)$/.exec(part.trim());
         if (m) info[{ Unit: 'unit', 'Upstream default': 'upstream', Why: 'why' }[m[1]]] = m[2];

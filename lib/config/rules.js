@@ -43,6 +43,11 @@ function broken(rule, vars, env = createEnv()) {
   return env.renderString(`{% if ${expr} %}1{% endif %}`, vars) === '1';
 }
 
+/** The variables a rule's `when` reads (a table's root name: tunekit_nginx_versions for tunekit_nginx_versions.floor). */
+function reads(rule) {
+  return [...new Set(String(rule.when).match(/\btunekit_\w+/g) || [])];
+}
+
 function says(rule, vars, env = createEnv()) {
   return env.renderString(rule.says, vars).trim();
 }
@@ -87,4 +92,4 @@ function upstreamDefault(key, definition = definitionRead) {
   return /^\d+$/.test(word[0]) ? Number(word[0]) : word[0];
 }
 
-module.exports = { RULES_FILE, CHECKS_TEMPLATE, SCOPES, load, broken, says, refusals, upstreamDefault };
+module.exports = { RULES_FILE, CHECKS_TEMPLATE, SCOPES, load, broken, reads, says, refusals, upstreamDefault };
