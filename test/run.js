@@ -11,20 +11,25 @@
 //
 // A lane is a set of folders and how many of their files run at once:
 // - unit runs two files at a time: pure code and short-lived CLI processes;
-// - local (integration and faults) runs one file at a time: many of them put a
-//   load through a real stack, and a second local file's load would be their
-//   neighbour's noise;
+// - local (integration and faults) runs two files at a time: many of them put a
+//   load through a real stack, each on ports and in directories of its own, and
+//   none depends on how fast the machine is (a load ends on the event the test
+//   waits for), so a neighbour's load is noise they tolerate, as any CI
+//   neighbour's; many spend their time waiting (idle timeouts, held requests);
 // - e2e runs two files at a time: each boots its own hosts and spends most of
 //   its time in Ansible waiting on SSH and on the hosts' systemd;
 // - checks runs two files at a time: real tools over rendered files (nginx -t,
-//   gixy, Ansible's own templating, ansible-lint), no load.
-// After unit, the local lane runs side by side with e2e then checks: what one
-// waits on the other does not use, and no test in either depends on how fast
-// the machine is (a load ends on the event the test waits for), so the other
-// chain's work is noise they tolerate, as any CI neighbour's.
-// The first chain of a phase prints live (a file at a time, as it comes, when
-// its lane runs one file at a time); every other file's output is printed whole
-// when it ends, so TAP streams never interleave.
+//   gixy, Ansible's own templating, ansible-lint), no load. Those that need a
+//   distribution's root filesystem build it, or wait under its lock for the
+//   e2e file building it (test/lib/nspawn.js).
+// After unit, the chain local then checks runs side by side with e2e: what one
+// waits on the other does not use. (Local beside e2e then checks left the e2e
+// chain, the longest, longer still: 27.4 min with cached root filesystems,
+// 2026-12-05.) A lane starts its slowest files first (MEASURED_S), so that no
+// long file starts last and runs alone.
+// Files print their TAP whole when they end (a file at a time, as it comes,
+// when the first chain's lane runs one file at a time), so streams never
+// interleave: the first chain's as they end, the others' after it.
 //
 // No file can hang the suite: each has a hard limit (limitOf below). Past it
 // its process group gets SIGTERM (the tests' exit hooks stop what they
@@ -47,8 +52,8 @@ const { alive } = require('../lib/proc');
 const ROOT = path.resolve(__dirname, '..');
 const PHASES = [
   [[{ name: 'unit', suites: ['unit'], concurrency: 2 }]],
-  [[{ name: 'local', suites: ['integration', 'faults'], concurrency: 1 }],
-    [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }, { name: 'checks', suites: ['checks'], concurrency: 2 }]],
+  [[{ name: 'local', suites: ['integration', 'faults'], concurrency: 2 }, { name: 'checks', suites: ['checks'], concurrency: 2 }],
+    [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }]],
 ];
 const SUITES = PHASES.flat(2).flatMap((l) => l.suites);
 const DURATIONS = path.join(ROOT, 'test/durations.txt');
@@ -78,6 +83,22 @@ const MEASURED_S = {
   'test/e2e/host-systemd.test.js': 110,
   'test/e2e/boot-failure.test.js': 50,
   'test/checks/nginx-render-parity.test.js': 194,
+  // The slowest local and checks files, one at a time beside e2e (fresh clone,
+  // empty caches, 2026-12-05): below their lane's floor, listed for the order.
+  'test/checks/keepalive-defaults.test.js': 133,
+  'test/integration/tune.test.js': 141,
+  'test/integration/frameworks.test.js': 98,
+  'test/integration/profile.test.js': 83,
+  'test/faults/alerts.test.js': 81,
+  'test/integration/loadtest-bench.test.js': 80,
+  'test/integration/package.test.js': 75,
+  'test/integration/loadtest-cli.test.js': 72,
+  'test/faults/crash-storm.test.js': 63,
+  'test/integration/handshakes.test.js': 66,
+  'test/integration/doc-commands.test.js': 63,
+  'test/integration/loadtest-openloop.test.js': 54,
+  'test/integration/host-pm2.test.js': 50,
+  'test/faults/held.test.js': 40,
 };
 // Files whose own bounds add up past their lane's floor: the sum of their tests'
 // timeouts, so that each test ends on its own bound before the file is killed.
@@ -242,9 +263,22 @@ function runFile(file, { lane, tag, out, live, limitS = limitOf(lane, file), kil
   });
 }
 
+/** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line). */
+function cpuTicks() {
+  const [user, nice, system, idle, iowait, ...rest] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].split(/\s+/).slice(1, 9).map(Number);
+  const all = user + nice + system + idle + iowait + rest.reduce((a, b) => a + b, 0);
+  return { busy: all - idle - iowait, all };
+}
+
+/** Cores busy on average between two cpuTicks() readings: how much of the machine a span used. */
+function coresBusy(a, b) {
+  return b.all > a.all ? ((b.busy - a.busy) / (b.all - a.all)) * os.cpus().length : 0;
+}
+
 // Runs one lane's files, lane.concurrency at a time.
 async function runLane(lane, files, { runId, out, live }) {
   const started = Date.now();
+  const ticks = cpuTicks();
   const queue = files.map((file, i) => ({ file, tag: `${runId}${lane.name[0]}${i}` }));
   const results = [];
   const worker = async () => {
@@ -255,7 +289,7 @@ async function runLane(lane, files, { runId, out, live }) {
   await Promise.all(Array.from({ length: Math.min(lane.concurrency, files.length) }, worker));
   const counts = Object.fromEntries(COUNTS.map((k) => [k, results.reduce((s, r) => s + r.counts[k], 0)]));
   const code = (results.find((r) => r.code) || { code: 0 }).code;
-  return { lane, files, started, seconds: (Date.now() - started) / 1000, code, counts, results };
+  return { lane, files, started, seconds: (Date.now() - started) / 1000, cores: coresBusy(ticks, cpuTicks()), code, counts, results };
 }
 
 // The lanes of one chain one after another; `out` takes their TAP.
@@ -263,7 +297,8 @@ async function runChain(chain, wanted, ctx) {
   const results = [];
   for (const lane of chain) {
     if (stopping) break;
-    const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf);
+    const files = lane.suites.filter((s) => wanted.includes(s)).flatMap(filesOf)
+      .sort((a, b) => (MEASURED_S[b] || 0) - (MEASURED_S[a] || 0) || a.localeCompare(b));
     if (files.length) results.push(await runLane(lane, files, ctx));
   }
   return results;
@@ -291,7 +326,8 @@ function laneReport(r, t0) {
   const rows = [...r.results].sort((a, b) => b.seconds - a.seconds)
     .map((f) => `${f.seconds.toFixed(1).padStart(8)} s  ${f.file}  (limit ${f.limitS} s${f.code ? `, exit ${f.code}` : ''})`);
   const from = ((r.started - t0) / 1000).toFixed(0);
-  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time, from +${from} s, ${r.seconds.toFixed(1)} s wall, exit ${r.code}\n${rows.join('\n')}`;
+  return `lane ${r.lane.name}: ${r.files.length} files, ${r.lane.concurrency} at a time, from +${from} s, ${r.seconds.toFixed(1)} s wall, ` +
+    `${r.cores.toFixed(2)} of ${os.cpus().length} cores busy (the whole machine's), exit ${r.code}\n${rows.join('\n')}`;
 }
 
 async function main(argv) {
@@ -304,6 +340,7 @@ async function main(argv) {
   // Every file's tag starts with this run's id: short, as it names dirs.
   const runId = `t${crypto.randomBytes(3).toString('hex')}`;
   const started = Date.now();
+  const ticks = cpuTicks();
   const report = [];
   const total = Object.fromEntries(COUNTS.map((k) => [k, 0]));
   let exit = 0;
@@ -315,7 +352,8 @@ async function main(argv) {
       report.push(laneReport(r, started));
     }
   }
-  const text = `${report.join('\n\n')}\n\nall lanes: ${((Date.now() - started) / 1000).toFixed(1)} s wall\n`;
+  const text = `${report.join('\n\n')}\n\nall lanes: ${((Date.now() - started) / 1000).toFixed(1)} s wall, ` +
+    `${coresBusy(ticks, cpuTicks()).toFixed(2)} of ${os.cpus().length} cores busy on average\n`;
   fs.writeFileSync(DURATIONS, text);
   process.stdout.write(`# seconds per test file (wall), in ${path.relative(ROOT, DURATIONS)}:\n${text.trimEnd().replace(/^/gm, '# ')}\n`);
   // One closing line over every lane (each file's TAP ends with its own counts).
