@@ -33,6 +33,9 @@ const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
 // can carry ids, so such a label would grow series without bound; the log names
 // each error once (worker-crash) and counts its repeats (crash-summary).
 const CRASH_STAGES = ['starting', 'young', 'serving'];
+// Why the runner answered a request itself, before the app's handler (app/shed.js):
+// queue_time, it waited longer than tunekit_app_queue_budget_ms.
+const SHED_REASONS = ['queue_time'];
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SERVED = Symbol('tunekit.metrics.served');
 
@@ -47,6 +50,7 @@ function createMeter() {
     requests: new Array(CLASSES.length * CONNECTIONS.length).fill(0),
     accepted: 0,
     active: 0,
+    shed: Object.fromEntries(SHED_REASONS.map((r) => [r, 0])),
     delay: { counts: DELAY_BUCKETS.map(() => 0), sum: 0, count: 0 },
     monitor,
   };
@@ -79,6 +83,11 @@ function countRequest(meter, req) {
 /** Its response ended (the caller's close listener): counted by status class. */
 function countResponse(meter, status, connection) {
   meter.requests[classIndex(status) * 2 + connection] += 1;
+}
+
+/** A request the runner shed (answered 503 before the app's handler), by reason. */
+function countShed(meter, reason) {
+  meter.shed[reason] += 1;
 }
 
 /** How many of the histogram's values are <= ns (the largest percentile at or below it). */
@@ -157,6 +166,7 @@ function sample(meter, info) {
     requests: Object.fromEntries(CLASSES.flatMap((c, i) => CONNECTIONS.map((k, j) => [`${c}|${k}`, meter.requests[i * 2 + j]]))),
     accepted: meter.accepted,
     active: meter.active,
+    shed: { ...meter.shed },
     delay: { counts: [...meter.delay.counts], sum: meter.delay.sum, count: meter.delay.count },
     rss: mem.rss,
     heapUsed: mem.heapUsed,
@@ -230,6 +240,8 @@ const WORKER_FAMILIES = [
       const [cls, connection] = key.split('|');
       return ['', { class: cls, connection }, v];
     })],
+  ['tunekit_app_shed_total', 'counter', 'Requests the runner answered 503 with Retry-After before the app\'s handler, by reason: queue_time (waited longer than tunekit_app_queue_budget_ms). Counted in tunekit_app_requests_total too.',
+    (w) => SHED_REASONS.map((r) => ['', { reason: r }, w.shed[r]])],
   ['tunekit_app_connections_accepted_total', 'counter', 'Connections the worker accepted.', (w) => [['', {}, w.accepted]]],
   ['tunekit_app_connections_active', 'gauge', 'Connections the worker holds open now.', (w) => [['', {}, w.active]]],
   ['tunekit_app_event_loop_delay_seconds', 'histogram', 'Event-loop delay beyond the sampling interval (perf_hooks.monitorEventLoopDelay).',
@@ -279,6 +291,6 @@ function render({ workers, primary = null }) {
 }
 
 module.exports = {
-  CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CRASH_STAGES, CONTENT_TYPE,
-  createMeter, countConnection, countRequest, countResponse, sample, infoOf, createPrimaryCounters, countEvent, render,
+  CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CRASH_STAGES, SHED_REASONS, CONTENT_TYPE,
+  createMeter, countConnection, countRequest, countResponse, countShed, sample, infoOf, createPrimaryCounters, countEvent, render,
 };

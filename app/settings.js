@@ -14,7 +14,7 @@ const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
 const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
-  'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs',
+  'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
   'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
   'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs',
 ];

@@ -23,6 +23,7 @@ const { normalize, readSettingsFile } = require('./settings');
 const metrics = require('./metrics');
 const { listenMetrics, instanceEndpoint } = require('./metrics-server');
 const address = require('./address');
+const shed = require('./shed');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -269,6 +270,13 @@ function installDispatcher(srv) {
       res.setHeader('connection', 'close');
       markClosing(socket);
     }
+    // Past the queue budget (app/shed.js): answered here, no app code runs.
+    if (shed.overBudget(req, settings.queueBudgetMs, Date.now())) {
+      if (meter) metrics.countShed(meter, 'queue_time');
+      shed.answerShed(res, settings.shedRetryAfterS, settings.queueBudgetMs);
+      logShed(req);
+      return;
+    }
     for (const fn of listeners) fn.call(srv, req, res);
   });
   // An upgraded connection (a WebSocket) belongs to the app: the drain leaves it to
@@ -281,6 +289,27 @@ function installDispatcher(srv) {
     if (event === 'upgrade' && socket) socket[UPGRADED] = true;
     return emit.apply(this, arguments);
   };
+}
+
+// A shed request is logged as one `shed` line at most every SHED_LOG_MS, with
+// how many were shed since the last one: under overload there are thousands a
+// second, and a line each would add to the load it reports.
+const SHED_LOG_MS = 10_000;
+const shedLog = { count: 0, lastLog: 0 };
+
+function logShed(req) {
+  shedLog.count += 1;
+  const now = Date.now();
+  if (now - shedLog.lastLog < SHED_LOG_MS) return;
+  log('warn', 'shed', {
+    reason: 'queue_time',
+    count: shedLog.count,
+    waited_ms: Math.round(shed.queueWaitMs(req, now)),
+    budget_ms: settings.queueBudgetMs,
+    fix: 'past capacity: add app workers (tunekit_app_workers) or hosts, or cut the cost per request; a larger budget only makes requests wait longer',
+  });
+  shedLog.count = 0;
+  shedLog.lastLog = now;
 }
 
 /** After its current response, this connection closes gently (see above). */

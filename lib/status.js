@@ -38,6 +38,7 @@ const CAUSES = [
   ['eacces', /\(13: Permission denied\)/],
   ['enoent', /\(2: No such file or directory\)/],
   ['timeout', /upstream timed out/],
+  ['max_conns', /no live upstreams/],
   ['other', /./],
 ];
 const UPSTREAM_ERROR = / \[(error|crit)\] \d+#\d+: .* upstream: "/;

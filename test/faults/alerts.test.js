@@ -33,6 +33,7 @@ const { freePorts, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
 const { stopAfter, startHashStack, nofileLowering, loadedChildren } = require('./stack');
+const queueWait = require('../lib/queue-wait');
 
 const ROOT = path.resolve(__dirname, '../..');
 const RULES = path.join(ROOT, 'metrics/tunekit.rules.yml');
@@ -189,7 +190,9 @@ async function expectAlerts(t, prom, expected, may, round) {
 }
 
 test('healthy stack under a bounded load: no alert fires', { timeout: 180_000 }, async (t) => {
-  const stack = await startHashStack(t, { workers: 2 });
+  // With a queue budget: the bursts of a healthy stack wait milliseconds, far below
+  // it, so nothing is shed and TunekitShedding stays quiet.
+  const stack = await startHashStack(t, { workers: 2, set: ['tunekit_app_queue_budget_ms=10000'] });
   const { prom } = await observe(t, stack);
   const seen = new Set();
   for (let i = 0; i < 20; i++) {
@@ -297,4 +300,46 @@ test('a route that kills its worker, hit again and again: TunekitCrashLoop fires
     const good = await burst(stack.url, 8);
     assert.equal(good[200] || 0, 8, `the app keeps serving: ${JSON.stringify(good)}`);
   });
+});
+
+test('requests shed past the runner\'s queue budget, round after round: TunekitShedding fires', { timeout: 180_000 }, async (t) => {
+  const dir = queueWait.holdDir(t);
+  const budgetMs = 100;
+  const stack = await startStack({
+    upstream: 'uds', workers: 1, module: queueWait.FIXTURE, env: { HOLD_DIR: dir },
+    set: ['tunekit_nginx_worker_processes=1', `tunekit_app_queue_budget_ms=${budgetMs}`],
+  });
+  stopAfter(t, stack);
+  const { prom } = await observe(t, stack);
+  // Each round: the app's only worker blocked while 4 requests wait past the
+  // budget behind it; the runner answers each 503 (test/lib/queue-wait.js).
+  await expectAlerts(t, prom, ['TunekitShedding'], [], async () => {
+    const r = await queueWait.queueBehindBlockedWorker(stack, dir, { queued: 4, budgetMs });
+    assert.deepEqual(r.queued.map((q) => q.status), [503, 503, 503, 503], 'every queued request was shed');
+  });
+  const shed = await prom.query('sum(tunekit_app_shed_total{reason="queue_time"})');
+  assert.ok(shed.length === 1 && shed[0].value >= 4, `Prometheus has the runner's shed count: ${JSON.stringify(shed)}`);
+});
+
+test('requests refused at nginx\'s max_conns, round after round: counted as cause max_conns, TunekitShedding fires', { timeout: 180_000 }, async (t) => {
+  const dir = queueWait.holdDir(t);
+  const bound = 2;
+  const stack = await startStack({
+    upstream: 'uds', workers: 1, module: path.join(ROOT, 'test/fixtures/overload/hold-app.js'), env: { HOLD_DIR: dir },
+    set: [`tunekit_nginx_upstream_max_conns=${bound}`],
+  });
+  // Registered after the stack's stop, so it runs first: the held requests end before the drain.
+  t.after(() => fs.rmSync(path.join(dir, 'hold'), { force: true }));
+  stopAfter(t, stack);
+  const { prom } = await observe(t, stack);
+  // The bound's slots held by the app for the whole case (hold-app.js answers once the file goes).
+  const held = Array.from({ length: bound }, () => queueWait.get({ url: `${stack.url}held` }));
+  await until(`the app to hold ${bound} requests`, () => queueWait.seen(dir) >= bound, FIRE_WITHIN_MS, 20);
+  await expectAlerts(t, prom, ['TunekitShedding'], [], async () => {
+    assert.deepEqual(await burst(`${stack.url}excess`, 8), { 503: 8 }, 'every request past the bound refused 503');
+  });
+  const refused = await prom.query('sum(tunekit_nginx_upstream_errors_total{cause="max_conns"})');
+  assert.ok(refused.length === 1 && refused[0].value >= 8, `mtail counted the refusals as cause max_conns: ${JSON.stringify(refused)}`);
+  fs.rmSync(path.join(dir, 'hold'));
+  assert.deepEqual((await Promise.all(held)).map((r) => r.status), Array(bound).fill(200));
 });

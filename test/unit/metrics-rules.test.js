@@ -133,6 +133,8 @@ const ERROR_LINES = [
   `[crit] 7#7: *6 connect() to unix:/run/tunekit-app/app.sock failed (2: No such file or directory) while connecting to upstream, ${UPSTREAM}`,
   `[error] 7#7: *7 upstream timed out (110: Connection timed out) while reading response header from upstream, ${UPSTREAM}`,
   `[error] 7#7: *8 upstream sent too big header while reading response header from upstream, ${UPSTREAM}`,
+  // Refused at max_conns (overload protection): nginx 1.22's line, $upstream_addr the upstream's name.
+  '[error] 7#7: *11 no live upstreams while connecting to upstream, client: 127.0.0.1, server: _, request: "GET / HTTP/1.1", upstream: "http://tunekit_app/", host: "localhost"',
   // Not upstream failures: a response spilled to a temp file; nginx out of connection slots (counted apart).
   `[warn] 7#7: *9 an upstream response is buffered to a temporary file /var/lib/nginx/proxy/1/00/0000000001 while reading upstream, ${UPSTREAM}`,
   '[warn] 7#7: 32 worker_connections are not enough, reusing connections',
@@ -161,7 +163,7 @@ test('mtail counts upstream failures by cause, responses by class, handshakes on
     const line = r.stdout.split('\n').find((l) => l.startsWith(`${series} `));
     return line ? Number(line.split(' ')[1]) : undefined;
   };
-  for (const cause of ['closed_early', 'eagain', 'refused', 'eacces', 'enoent', 'timeout', 'other']) {
+  for (const cause of ['closed_early', 'eagain', 'refused', 'eacces', 'enoent', 'timeout', 'max_conns', 'other']) {
     assert.equal(value(`tunekit_nginx_upstream_errors_total{cause="${cause}"}`), cause === 'closed_early' ? 2 : 1, cause);
   }
   assert.equal(value('tunekit_nginx_worker_connections_exhausted_total'), 2);

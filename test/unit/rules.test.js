@@ -24,6 +24,7 @@ const BREAK = {
   backlog: { tunekit_listen_backlog: 8192, tunekit_sysctl_net_core_somaxconn: 4096, tunekit_app_backlog: 4096 },
   'app-backlog': { tunekit_app_backlog: 8192 },
   'overload-bound': { tunekit_nginx_upstream_max_conns: 5000 },
+  'queue-budget': { tunekit_app_queue_budget_ms: 60000 },
   'keepalive-pool-size': { tunekit_nginx_upstream_keepalive: 5000 },
   'keepalive-http': { tunekit_nginx_proxy_http_version: '1.0' },
   'keepalive-connection': { tunekit_nginx_proxy_connection_default: 'close' },

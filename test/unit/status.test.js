@@ -72,8 +72,9 @@ test('the error log\'s causes are mtail\'s, in its order, counted in the window 
     '2026/01/02 11:58:30 [crit] 7#7: *3 connect() to unix:/run/a.sock failed (13: Permission denied) while connecting to upstream, client: 127.0.0.1, upstream: "http://unix:/run/a.sock:/"',
     '2026/01/02 11:40:00 [error] 7#7: *4 connect() to unix:/run/a.sock failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, upstream: "http://unix:/run/a.sock:/"',
     '2026/01/02 11:59:30 [warn] 7#7: *5 an upstream response is buffered to a temporary file, upstream: "http://unix:/run/a.sock:/"',
+    '2026/01/02 11:59:40 [error] 7#7: *6 no live upstreams while connecting to upstream, client: 127.0.0.1, upstream: "http://tunekit_app/"',
   ].join('\n');
-  assert.deepEqual(s.causesInLog(log, 5, now), { closed_early: 1, eagain: 1, refused: 0, eacces: 1, enoent: 0, timeout: 0, other: 0 });
+  assert.deepEqual(s.causesInLog(log, 5, now), { closed_early: 1, eagain: 1, refused: 0, eacces: 1, enoent: 0, timeout: 0, max_conns: 1, other: 0 });
 });
 
 test('the stub_status URL from nginx\'s tree; the metrics URL of a PM2 instance', () => {
