@@ -10,7 +10,9 @@
 // at its upstream default, read from the definition. Fix texts read the kit's
 // definition (lib/config), so they name the values tunekit would render.
 //
-// gather(options) -> facts (I/O only); analyze(facts) -> findings (pure).
+// gather(options) -> facts (I/O only, lib/live/); audit(facts) -> { findings,
+// rules: which rules it evaluated live and why not the others } (pure);
+// analyze(facts) -> findings.
 // Each finding: { id, level: 'ok'|'warn'|'fail'|'skip', what, fix? }.
 
 const path = require('node:path');
@@ -22,6 +24,9 @@ const { nofile, isRoot } = require('./live/host');
 const { listeners, access } = require('./live/sockets');
 const { ERROR_LOG_HOURS, errorLogAlerts, nginxUpstreamDefaults, describeNginx, proxied, pooled } = require('./live/nginx');
 const { appTimeouts, closeTime } = require('./live/app');
+const { liveVariables } = require('./live/variables');
+const { evaluate } = require('./live/evaluate');
+const { readDefinition } = require('./config/definition');
 
 /**
  * nginx's user may not connect() to the socket (EACCES): [what, fix]. When the
@@ -209,11 +214,18 @@ const CHECKS = [
 ];
 
 /**
- * The cross-layer checks over gathered facts. Pure: facts in, findings out.
+ * The audit of gathered facts. Pure: facts in, { findings, rules } out.
+ * Each rule of the table is evaluated once over the live host: by its check of
+ * CHECKS where it has one (a case per upstream, location or listen, in the
+ * host's own words), else by the one evaluator over the live set the `# Live:`
+ * lines read (lib/live/evaluate.js). rules: { evaluated: [id], total,
+ * notEvaluated: [{ id, missing: [{ variable, why }] }] }, what doctor could not
+ * evaluate here and why.
  * asRoot: the command line as root, the fix of a read only root may make.
+ * table, definition: the rule table and the definition (a copy, in tests).
  */
-function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
-  const table = new Map(rules.load().map((r) => [r.id, r]));
+function audit(facts, def = config.resolve(), { asRoot = null, table: list = rules.load(), definition = readDefinition() } = {}) {
+  const table = new Map(list.map((r) => [r.id, r]));
   const env = createEnv();
   const ctx = {
     def,
@@ -224,13 +236,16 @@ function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
     broken: (id, vars) => rules.broken(table.get(id), vars, env),
   };
   const out = [];
+  const cases = new Map();
   for (const check of CHECKS) {
     if (check.run) {
       out.push(...check.run(facts, ctx));
       continue;
     }
     const rule = table.get(check.rule);
+    if (!rule) continue;
     for (const c of check.cases(facts, ctx)) {
+      cases.set(rule.id, (cases.get(rule.id) || 0) + 1);
       if (!rules.broken(rule, c.vars, env)) {
         if (c.ok) out.push({ id: check.id, level: 'ok', what: c.ok });
       } else {
@@ -238,7 +253,30 @@ function analyze(facts, def = config.resolve(), { asRoot = null } = {}) {
       }
     }
   }
-  return out;
+  const coverage = { evaluated: [], total: list.length, notEvaluated: [] };
+  for (const r of evaluate(liveVariables(facts, definition), { table: list, env })) {
+    const checks = CHECKS.filter((c) => c.rule === r.id);
+    if (checks.length) {
+      // A rule with checks of its own counts where they had a case to evaluate.
+      if (cases.get(r.id)) coverage.evaluated.push(r.id);
+      else coverage.notEvaluated.push({ id: r.id, missing: r.evaluated ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((c) => c.reads).join('; ')})` }] : r.missing });
+      continue;
+    }
+    if (!r.evaluated) {
+      coverage.notEvaluated.push({ id: r.id, missing: r.missing });
+      continue;
+    }
+    coverage.evaluated.push(r.id);
+    out.push(r.broken
+      ? { id: r.id, level: r.rule.level, what: `${r.read.join(', ')}: ${r.says}`, fix: `change it where doctor read it: ${r.from.filter((f) => f !== "the kit's own table").join('; ')}` }
+      : { id: r.id, level: 'ok', what: `holds: ${r.read.filter((x, i) => r.from[i] !== "the kit's own table").join(', ')}` });
+  }
+  return { findings: out, rules: coverage };
+}
+
+/** The findings of audit(). */
+function analyze(facts, def = config.resolve(), options = {}) {
+  return audit(facts, def, options).findings;
 }
 
 function keepalivePool(facts, ctx) {
@@ -539,4 +577,4 @@ function summarize(findings) {
 }
 
 module.exports = {
-  nginxUpstreamDefaults, CHECKS, DEFAULT_NGINX_CONF, DEFAULT_APP_CONFIG, gather, analyze, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };
+  nginxUpstreamDefaults, CHECKS, DEFAULT_NGINX_CONF, DEFAULT_APP_CONFIG, gather, analyze, audit, describeNginx, summarize, access, errorLogAlerts, nofile, listeners };

@@ -46,10 +46,10 @@ async function main(argv) {
     ...(socket && { socket }),
     ...(opts['probe-path'] && { probePath: opts['probe-path'] }),
   });
-  const findings = doctor.analyze(facts, undefined, { asRoot: command.asRoot(COMMAND.name, argv) });
+  const { findings, rules } = doctor.audit(facts, undefined, { asRoot: command.asRoot(COMMAND.name, argv) });
   const sum = doctor.summarize(findings);
   if (opts.json) {
-    console.log(JSON.stringify({ summary: sum, findings, facts }, null, 2));
+    console.log(JSON.stringify({ summary: sum, findings, rules, facts }, null, 2));
   } else {
     console.log(`read: ${facts.read.join('; ')}`);
     console.log('');
@@ -58,6 +58,11 @@ async function main(argv) {
     for (const f of findings) {
       console.log(`${mark[f.level]}  [${f.id}] ${f.what}`);
       if (f.fix) console.log(`      fix: ${f.fix}`);
+    }
+    // Every rule of the table: evaluated over this host, or named with what it would need.
+    console.log(`\nrules evaluated live: ${rules.evaluated.length} of ${rules.total}`);
+    for (const r of rules.notEvaluated) {
+      console.log(`  not evaluated  [${r.id}] ${r.missing.map((m) => (m.variable ? `${m.variable}: ${m.why}` : m.why)).join('; ')}`);
     }
     console.log(`\n${sum.ok} ok, ${sum.warn} warnings, ${sum.fail} failures, ${sum.skip} skipped`);
   }

@@ -32,12 +32,14 @@
 //   probe idle-close|headers-wait|buffer
 //                                    measured black-box over the app's socket or loopback
 //                                    port (lib/probe.js); buffer: 0, the measured close has it
+//   derived                          the definition's own expression, over the live values
+//                                    it reads (each one live, or the kit's own table)
 //   kit                              the kit's own table, the same on every host
 //   no: REASON                       not read on a live host, and why
 //
 // parse() checks the grammar; lib/config/definition.js calls it on every line.
 
-const KINDS = ['nginx', 'sysctl', 'limits', 'listener', 'socket', 'systemd', 'healthz', 'app.json', 'probe', 'kit', 'no'];
+const KINDS = ['nginx', 'sysctl', 'limits', 'listener', 'socket', 'systemd', 'healthz', 'app.json', 'probe', 'derived', 'kit', 'no'];
 const CONTEXTS = ['main', 'events', 'http', 'upstream', 'server', 'location'];
 const SHAPES = ['seconds', 'number', 'flag', 'port', 'path', 'kind', 'default-server'];
 
@@ -71,7 +73,7 @@ function source(text, where) {
   const unit = /^(\w+) of app( as seconds)?$/.exec(tail);
   if (kind === 'systemd' && unit) return { kind, property: unit[1], seconds: Boolean(unit[2]) };
   if (kind === 'probe' && /^(idle-close|headers-wait|buffer)$/.test(tail)) return { kind, measure: tail };
-  if (kind === 'kit' && !tail) return { kind };
+  if ((kind === 'kit' || kind === 'derived') && !tail) return { kind };
   throw bad(`not a ${kind} source (lib/config/live.js has the grammar)`);
 }
 
@@ -101,6 +103,7 @@ function describe(s) {
       buffer: 'measured: 0, the measured close includes it',
     }[s.measure];
     case 'kit': return "the kit's own table";
+    case 'derived': return "the definition's expression over the live values it reads";
     default: return `not live: ${s.why}`;
   }
 }

@@ -5,6 +5,7 @@
 //   sockets.js  the listening sockets (`ss -l`) and each app socket's file and listener
 //   app.js      the app's own values: app.json, GET /healthz, else measured (lib/probe.js)
 //   host.js     /proc and the kernel (limits, process state, sysctls)
+//   sources.js  the sysctls, /proc limits and systemd properties the `# Live:` lines name
 //   variables.js  those facts as the rules' variables, by the definition's `# Live:` lines
 //   evaluate.js   the rule table evaluated over them
 
@@ -15,6 +16,7 @@ const { readInt } = require('./host');
 const { listeners, socketFacts } = require('./sockets');
 const { DEFAULT_NGINX_CONF, gatherNginx } = require('./nginx');
 const { DEFAULT_APP_CONFIG, healthz, probeApp, gatherAppSettings, appTimeouts } = require('./app');
+const { gatherSources } = require('./sources');
 
 /**
  * Read what runs. Options: nginxConf, nginxBin, appConfig, socket. A path
@@ -60,6 +62,7 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     probe: null,
   };
   if (!appTimeouts(facts.app) && probePath !== false) await probeApp(facts, first, probePath);
+  gatherSources(facts);
   return facts;
 }
 

@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const { spawnSync } = require('node:child_process');
 const nginxconf = require('../nginxconf');
 const { childrenOf } = require('../proc');
-const { nginxVersion } = require('../nginx');
+const { nginxVersion, nginxBuildText } = require('../nginx');
 const config = require('../config');
 const rules = require('../config/rules');
 const { compareVersions } = require('../template');
@@ -91,6 +91,9 @@ function gatherNginx(facts, nginxConf, nginxBin) {
   const version = nginxVersion(nginxBin);
   if (version) facts.read.push(`${nginxBin} -V (nginx ${version})`);
   facts.nginx = describeNginx(nginxconf.parseDump(dump.stdout), version);
+  // The modules nginx was built with (`nginx -V`'s --with-NAME arguments).
+  const build = nginxBuildText(nginxBin);
+  if (build) facts.nginx.configure = [...build.matchAll(/--with-(\w+)/g)].map((m) => m[1]);
   const pidText = facts.nginx.pidFile && readText(facts.nginx.pidFile);
   const master = pidText ? Number(pidText.trim()) : null;
   if (master && fs.existsSync(`/proc/${master}`)) {
@@ -183,7 +186,7 @@ function describeNginx(parsed, version = null) {
   const altSvc = findAll(tree, 'add_header').filter(({ node }) => String(node.args[0]).toLowerCase() === 'alt-svc')
     .map(({ node }) => node.args[1]);
   const maps = findAll(tree, 'map').map(({ node }) => ({ source: node.args[0], variable: node.args[1], entries: node.children.map((c) => [c.name, ...c.args]) }));
-  return {
+  const model = {
     version: defaults.version,
     defaults,
     user: arg(child(tree, 'user')) || 'nobody',
@@ -201,6 +204,10 @@ function describeNginx(parsed, version = null) {
     maps,
     hasHttp: Boolean(http),
   };
+  // The whole tree, for the variables' `# Live:` lines (lib/live/variables.js);
+  // not enumerable: `doctor --json` prints the model, not the config again.
+  Object.defineProperty(model, 'tree', { value: tree, enumerable: false });
+  return model;
 }
 
 /** Each location that proxies, with the upstream block it proxies to (or null). */

@@ -71,6 +71,36 @@ test('doctor names what it read and what it skipped, with check ids; a missing e
   }
 });
 
+test('doctor evaluates the rule table over the live stack and says how many rules it evaluated, naming each one it could not and why', async (t) => {
+  const rules = require('../../lib/config/rules');
+  const stack = await startStack({ upstream: 'uds', workers: 2 });
+  t.after(() => stack.stop());
+  const total = rules.load().length;
+  const conf = path.join(stack.renderDir, 'etc/nginx/nginx.conf');
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--nginx-conf', conf, '--app-config', stack.vars.tunekit_app_config_path], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  const line = new RegExp(`^rules evaluated live: (\\d+) of ${total}$`, 'm').exec(r.stdout);
+  assert.ok(line, `the count line: ${r.stdout}`);
+  const { report } = doctor(stack);
+  // Every rule is counted once: evaluated, or listed with what it lacks.
+  assert.equal(report.rules.total, total);
+  assert.equal(report.rules.evaluated.length + report.rules.notEvaluated.length, total);
+  // Read from the live nginx, app and kernel of this stack (a systemd unit and the
+  // app's /proc limits depend on how the test runs; these do not).
+  for (const id of ['nginx-version-floor', 'keepalive-race', 'headers-timeout', 'nofile', 'nginx-limit-nofile', 'backlog', 'app-backlog', 'overload-bound',
+    'keepalive-pool-size', 'keepalive-http', 'keepalive-connection', 'per-worker-count', 'request-timeout', 'socket-mode', 'socket-path-length',
+    'server-name', 'upstream-sticky', 'http3-tls', 'http3-version', 'http3-module']) {
+    assert.ok(report.rules.evaluated.includes(id), `${id} evaluated live: ${JSON.stringify(report.rules.notEvaluated.find((x) => x.id === id))}`);
+  }
+  assert.ok(Number(line[1]) >= 20 && Number(line[1]) === report.rules.evaluated.length, `${line[1]} in the text, ${report.rules.evaluated.length} in the JSON`);
+  // The kit's stack breaks none of the rules doctor evaluates.
+  assert.equal(report.summary.fail, 0, JSON.stringify(report.findings.filter((f) => f.level === 'fail')));
+  const stock = report.rules.notEvaluated.find((x) => x.id === 'stock-tcp');
+  assert.deepEqual(stock.missing.map((m) => m.variable), ['tunekit_profile']);
+  assert.match(r.stdout, /^ {2}not evaluated {2}\[stock-tcp\] tunekit_profile: not read on a live host: /m);
+  assert.match(report.findings.find((f) => f.id === 'nginx-limit-nofile').what, /^holds: tunekit_nginx_limit_nofile=\d+ \("Max open files" hard \d+ in \/proc\/\d+\/limits \(nginx's master\)\)/);
+});
+
 test('a socket a Node cluster primary bound relative to its cwd (as PM2\'s daemon does) is listed by its absolute path', async (t) => {
   const { listeners } = require('../../lib/doctor');
   const os = require('node:os');

@@ -1,0 +1,150 @@
+'use strict';
+// The one evaluator of the rule table over a live host (lib/live/evaluate.js),
+// the live set it reads (lib/live/variables.js: the definition's `# Live:` lines
+// over gathered facts), and doctor's audit built on both: a rule broken, a rule
+// holding, a rule that cannot be evaluated with the variable it lacks named; and
+// a new rule added to a copy of the table is refused by render and reported by
+// doctor with no code of its own.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const YAML = require('yaml');
+const config = require('../../lib/config');
+const rules = require('../../lib/config/rules');
+const vartable = require('../../lib/config/vartable');
+const nginxconf = require('../../lib/nginxconf');
+const doctor = require('../../lib/doctor');
+const { evaluate } = require('../../lib/live/evaluate');
+const { liveVariables } = require('../../lib/live/variables');
+const { describeNginx } = require('../../lib/live/nginx');
+
+const table = rules.load();
+const rule = (id) => table.find((r) => r.id === id);
+const only = (id) => [rule(id)];
+const from = (values) => ({ values, from: Object.fromEntries(Object.keys(values).map((k) => [k, `made up: ${k}`])), missing: {} });
+
+test('a rule the live set breaks: evaluated, broken, with the values it read and the table\'s own text', () => {
+  const [r] = evaluate(from({ tunekit_nginx_limit_nofile: 1024, tunekit_nginx_worker_rlimit_nofile: 8192 }), { table: only('nginx-limit-nofile') });
+  assert.equal(r.evaluated, true);
+  assert.equal(r.broken, true);
+  assert.deepEqual(r.read, ['tunekit_nginx_limit_nofile=1024 (made up: tunekit_nginx_limit_nofile)', 'tunekit_nginx_worker_rlimit_nofile=8192 (made up: tunekit_nginx_worker_rlimit_nofile)']);
+  assert.equal(r.says, rules.says(rule('nginx-limit-nofile'), { tunekit_nginx_limit_nofile: 1024, tunekit_nginx_worker_rlimit_nofile: 8192 }));
+  assert.match(r.says, /^tunekit_nginx_limit_nofile=1024 must be at least\s+tunekit_nginx_worker_rlimit_nofile=8192/);
+});
+
+test('a rule the live set holds: evaluated, not broken, no text', () => {
+  const [r] = evaluate(from({ tunekit_nginx_limit_nofile: 65536, tunekit_nginx_worker_rlimit_nofile: 8192 }), { table: only('nginx-limit-nofile') });
+  assert.deepEqual([r.evaluated, r.broken, r.says], [true, false, null]);
+});
+
+test('a rule whose variable the host does not show: not evaluated, naming the variable and why', () => {
+  const live = from({ tunekit_nginx_worker_rlimit_nofile: 8192 });
+  live.missing.tunekit_nginx_limit_nofile = 'no running nginx master was found';
+  const [r] = evaluate(live, { table: only('nginx-limit-nofile') });
+  assert.equal(r.evaluated, false);
+  assert.deepEqual(r.missing, [{ variable: 'tunekit_nginx_limit_nofile', why: 'no running nginx master was found' }]);
+  // A variable with no # Live: line at all is named as such.
+  const [u] = evaluate(from({}), { table: [{ id: 'x', level: 'fail', when: '{{ tunekit_nowhere > 1 }}', says: 'x' }] });
+  assert.deepEqual(u.missing, [{ variable: 'tunekit_nowhere', why: 'the definition gives it no # Live: line' }]);
+});
+
+// A host nginx the kit did not write: worker_rlimit_nofile 8192 under a master
+// whose hard limit is 4096, no keepalive_timeout (nginx's default), an upstream on TCP.
+const CONF = `# configuration file /etc/nginx/nginx.conf:
+worker_rlimit_nofile 8192;
+events { worker_connections 2048; }
+http {
+    upstream backend {
+        server 127.0.0.1:3000;
+        keepalive 16;
+    }
+    server {
+        listen 80;
+        server_name example.com;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+`;
+
+function hostFacts() {
+  return {
+    kernel: { somaxconn: 4096, nrOpen: 1048576, sysctl: { 'net.core.somaxconn': 4096, 'fs.nr_open': 1048576 } },
+    nginx: { ...describeNginx(nginxconf.parseDump(CONF), '1.22.1'), tree: nginxconf.parseDump(CONF).tree, alerts: {} },
+    limits: { nginx: { 'Max open files': { soft: 1024, hard: 4096, pids: [100] } }, app: {} },
+    app: { settings: null, healthz: null, probe: null },
+    sockets: [],
+    listeners: [],
+    errors: [],
+    skipped: [],
+  };
+}
+
+test("the live set reads each variable where its # Live: line says: the directive's file:line, nginx's default when it is absent, /proc limits", () => {
+  const live = liveVariables(hostFacts());
+  assert.equal(live.values.tunekit_nginx_worker_rlimit_nofile, 8192);
+  assert.equal(live.from.tunekit_nginx_worker_rlimit_nofile, 'worker_rlimit_nofile 8192 at /etc/nginx/nginx.conf:1');
+  assert.equal(live.values.tunekit_nginx_worker_connections, 2048);
+  // No keepalive_timeout in the upstream block: nginx's default, from the definition.
+  assert.equal(live.values.tunekit_nginx_upstream_keepalive_timeout_s, rules.upstreamDefault('tunekit_nginx_upstream_keepalive_timeout_s'));
+  assert.match(live.from.tunekit_nginx_upstream_keepalive_timeout_s, /^no keepalive_timeout in upstream at \/etc\/nginx\/nginx.conf:4: nginx's default/);
+  assert.equal(live.values.tunekit_upstream_kind, 'tcp');
+  assert.equal(live.values.tunekit_nginx_limit_nofile, 4096);
+  assert.equal(live.values.tunekit_nginx_proxy_connection_default, '');
+  assert.equal(live.values.tunekit_nginx_default_server, true, 'the only server for port 80 is its default');
+  // What this host does not show, and why.
+  assert.match(live.missing.tunekit_app_limit_nofile, /the app's processes were not found/);
+  assert.match(live.missing.tunekit_profile, /^not read on a live host: /);
+});
+
+test('doctor over a host the kit did not deploy: the broken rule in the host\'s words, each rule evaluated or named with what it lacks', () => {
+  const { findings, rules: coverage } = doctor.audit(hostFacts(), config.resolve());
+  const f = findings.find((x) => x.id === 'nginx-limit-nofile');
+  assert.equal(f.level, 'fail');
+  assert.match(f.what, /tunekit_nginx_limit_nofile=4096 \("Max open files" hard 4096 in \/proc\/100\/limits \(nginx's master\)\)/);
+  assert.match(f.fix, /worker_rlimit_nofile 8192 at \/etc\/nginx\/nginx.conf:1/);
+  assert.equal(coverage.total, table.length);
+  assert.equal(coverage.evaluated.length + coverage.notEvaluated.length, table.length, 'every rule is counted once');
+  assert.ok(coverage.evaluated.includes('nginx-limit-nofile'));
+  const stock = coverage.notEvaluated.find((r) => r.id === 'stock-tcp');
+  assert.deepEqual(stock.missing.map((m) => m.variable), ['tunekit_profile']);
+  // nr-open needs the app's processes, which this host did not show.
+  assert.ok(coverage.notEvaluated.find((r) => r.id === 'nr-open').missing.some((m) => m.variable === 'tunekit_app_limit_nofile'));
+});
+
+test('adding a rule is a row in the table: render refuses it and doctor reports it, with no code of its own', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-rule-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const doc = YAML.parse(fs.readFileSync(path.join(__dirname, '../../', rules.RULES_FILE), 'utf8'));
+  doc.tunekit_rules.push({
+    id: 'pool-timeout-floor',
+    level: 'warn',
+    when: '{{ tunekit_nginx_upstream_keepalive_timeout_s < 30 and tunekit_nginx_worker_connections > 1024 }}',
+    says: 'tunekit_nginx_upstream_keepalive_timeout_s={{ tunekit_nginx_upstream_keepalive_timeout_s }} is under 30 with worker_connections {{ tunekit_nginx_worker_connections }}: a throwaway rule of this test',
+  });
+  const file = path.join(dir, 'rules.yml');
+  fs.writeFileSync(file, YAML.stringify(doc));
+  const copy = rules.load(file);
+  // Render: the set that breaks it is refused with its text.
+  const vars = config.resolve({ set: ['tunekit_nginx_upstream_keepalive_timeout_s=10', 'tunekit_app_keepalive_timeout_ms=70000'], check: false });
+  assert.ok(rules.refusals(vars, undefined, copy).some((l) => l.includes('a throwaway rule of this test')), 'render refuses it');
+  assert.deepEqual(rules.refusals(config.resolve(), undefined, copy), [], 'the definition passes it');
+  // Doctor: a host whose upstream keeps idle connections 10 s.
+  const facts = hostFacts();
+  const conf = CONF.replace('keepalive 16;', 'keepalive 16;\n        keepalive_timeout 10s;');
+  facts.nginx = { ...describeNginx(nginxconf.parseDump(conf), '1.22.1'), tree: nginxconf.parseDump(conf).tree, alerts: {} };
+  const { findings, rules: coverage } = doctor.audit(facts, config.resolve(), { table: copy });
+  const f = findings.find((x) => x.id === 'pool-timeout-floor');
+  assert.equal(f.level, 'warn');
+  assert.match(f.what, /keepalive_timeout 10s at \/etc\/nginx\/nginx.conf:\d+\).*: tunekit_nginx_upstream_keepalive_timeout_s=10 is under 30 with worker_connections 2048/);
+  assert.ok(coverage.evaluated.includes('pool-timeout-floor'));
+  assert.equal(coverage.total, table.length + 1);
+  // The docs' table (npm run generate) lists it as evaluated live.
+  assert.match(vartable.liveTable(undefined, copy), /\| `pool-timeout-floor` \| `tunekit_nginx_upstream_keepalive_timeout_s`, `tunekit_nginx_worker_connections` \| yes \|/);
+});
