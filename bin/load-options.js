@@ -27,6 +27,8 @@ const nonNegNum = (name, v) => {
   if (!(n >= 0)) throw new UsageError(`--${name} must be a number >= 0 (got "${v}")`);
   return n;
 };
+// A count of rounds, or 'auto' (bench: until the intervals are narrow enough).
+const roundsOrAuto = (name, v) => (v === 'auto' ? v : positiveInt(name, v));
 // A ladder of multiples: numbers > 0, ascending.
 const multiplesList = (name, v) => {
   const xs = String(v).split(',').map((x) => Number(x.trim()));
@@ -79,7 +81,11 @@ const BENCH = {
   ...COMMON,
   duration: { ...COMMON.duration, dflt: '8' },
   driver: { ...COMMON.driver, dflt: wrkAvailable() ? 'wrk' : 'autocannon' },
-  rounds: { type: 'string', value: 'N', conv: positiveInt, dflt: '3', help: 'A/B rounds, the order rotated per round' },
+  rounds: { type: 'string', value: 'N|auto', conv: roundsOrAuto, dflt: '3', help: 'A/B rounds, the order rotated per round; auto: until every ratio\'s interval is within --width, or --max-rounds, or --budget-s' },
+  width: { type: 'string', value: 'PCT', conv: positiveNum, dflt: '3', help: 'with --rounds auto: the widest interval wanted, ± percent of the ratio' },
+  'budget-s': { type: 'string', value: 'S', conv: positiveNum, dflt: '1200', help: 'with --rounds auto: seconds the whole bench may take; no round starts that would end past it' },
+  'max-rounds': { type: 'string', value: 'N', conv: positiveInt, dflt: '20', help: 'with --rounds auto: the most rounds' },
+  aa: { type: 'boolean', help: 'A/A: adds the scenario aa, a second stack of the uds values, and aa/uds per round: the run\'s noise floor' },
   scenarios: { type: 'string', value: 'LIST', dflt: DEFAULT_SCENARIOS.join(','), help: 'comma-separated scenarios' },
   'cpu-rate': { type: 'string', value: 'R', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
   'cpu-duration': { type: 'string', value: 'S', conv: positiveNum, dflt: '4', help: 'seconds of each fixed-rate run' },

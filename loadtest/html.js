@@ -186,7 +186,7 @@ function toHtml(doc) {
     body.push('<h2>Every run</h2>');
   } else if (doc.kind === 'bench') {
     body.push('<h2>Scenarios</h2>', htmlTable(T.SUMMARY_HEAD, doc.summary.map(T.summaryRow)),
-      '<h2>Ratios</h2>', htmlTable(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '<h2>Every run</h2>');
+      '<h2>Ratios</h2>', `<p>${esc(T.RATIO_NOTE)}.</p>`, htmlTable(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '<h2>Every run</h2>');
   } else {
     body.push('<h2>Results</h2>');
   }

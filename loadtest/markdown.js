@@ -24,9 +24,11 @@ function toMarkdown(doc) {
   const out = [`# tunekit ${doc.kind}`, '', `\`${doc.command}\` — ${doc.createdAt}`, '', `Host: ${hostLine(doc.host)}.`, ''];
   if (doc.kind === 'bench') {
     out.push('## Scenarios (median, min–max over rounds)', '', table(T.SUMMARY_HEAD, doc.summary.map(T.summaryRow)), '');
-    out.push('## Ratios (per round, median, min–max)', '', table(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '');
+    out.push('## Ratios', '', `${T.RATIO_NOTE}.`, '', table(T.RATIO_HEAD, doc.ratios.map(T.ratioRow)), '');
+    out.push('## Verdicts', '', ...doc.ratios.map(T.verdict).map((l) => `- ${l}`), '');
     const targets = doc.ratios.flatMap(T.targetLines);
     if (targets.length) out.push('## Targets', '', ...targets.map((l) => `- ${l}`), '');
+    if (doc.auto) out.push(`${require('./interval').autoText(doc.auto)}.`, '');
     out.push('## Every run', '');
   }
   if (doc.kind === 'bench-overload') {

@@ -7,10 +7,14 @@
 // Per round and scenario: one saturation run (the driver flat out) and, with
 // cpuRate > 0, one paced run at a fixed rate (server CPU per request when
 // nobody is saturated). Figures are medians with min–max over rounds; ratios
-// are taken per round (same round, neighbouring minutes) and summarised.
+// are taken per round (same round, neighbouring minutes) and summarised, each
+// with its 95% interval over the rounds (interval.js), which the verdicts follow.
+// With rounds 'auto', rounds go on until every interval is narrow enough, or the
+// round cap or the time budget ends them (interval.autoStop).
 
 const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
+const { interval, autoStop } = require('./interval');
 const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
 
@@ -95,6 +99,16 @@ const SCENARIOS = {
     stack: { profile: 'tuned', withTry: true },
     versus: ['uds'],
   },
+  // A/A (`bench --aa`): a second stack of exactly the uds values, started on its own.
+  // Nothing differs, so `aa/uds` is 1 but for noise: its interval is the smallest
+  // difference this run could tell from nothing, the noise floor of every other ratio.
+  // Only with --aa: not in the default list.
+  aa: {
+    describe: 'A/A: a second stack of the uds values, started on its own (the run\'s noise floor)',
+    stack: { upstream: 'uds', profile: 'tuned' },
+    optIn: true,
+    versus: ['uds'],
+  },
 };
 /**
  * The stock scenario as rendered for the nginx found: `proxy_pass http://HOST:PORT`
@@ -107,7 +121,7 @@ function stockDescribe(vars) {
     `upstream keep-alive on any version), HTTP/${vars.tunekit_nginx_proxy_http_version} with ${connection}, Node defaults`;
 }
 
-const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((name) => !(SCENARIOS[name].stack || {}).withTry);
+const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((name) => !(SCENARIOS[name].stack || {}).withTry && !SCENARIOS[name].optIn);
 // The headline scenario's ratios first (uds/stock leads the report), then the rest in table order.
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
   .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b, (s.targets || {})[b] || null]));
@@ -164,7 +178,8 @@ function summarise(results, scenarios) {
 }
 
 // Per-round ratios a/b of req/s, CPU per request (saturation and at rate) and
-// p50/p99, summarised as median (min–max) over rounds.
+// p50/p99, summarised as median (min–max) over rounds, with the per-round values
+// (`perRound`) and their 95% interval (`ci`, interval.js).
 function ratios(results, scenarios) {
   const out = [];
   for (const [a, b, target] of RATIOS) {
@@ -178,7 +193,7 @@ function ratios(results, scenarios) {
         const get = (r) => path.split('.').reduce((o, k) => (o == null ? o : o[k]), r);
         if (ra && rb) vals.push(ratio(get(ra), get(rb)));
       }
-      return spread(vals);
+      return { ...spread(vals), perRound: vals, ci: interval(vals) };
     };
     out.push({
       name: `${a}/${b}`,
@@ -195,17 +210,31 @@ function ratios(results, scenarios) {
   return out;
 }
 
+// `--rounds auto` looks at the intervals of what the targets judge: every ratio's
+// req/s and server CPU per request at saturation.
+function autoIntervals(rs) {
+  return rs.flatMap((x) => [{ name: `${x.name} req/s`, ci: x.reqPerSec.ci }, { name: `${x.name} server µs/req`, ci: x.cpuUsPerReq.ci }]);
+}
+
+// Rounds before `--rounds auto` may stop at the width: two rounds that happen to agree
+// are not yet a spread.
+const AUTO_MIN_ROUNDS = 3;
+
 // What the try scenario ran, as the report names it: the file, and the stack's shape it gave.
 function tryDescribe(file, vars) {
   const n = vars.tunekit_app_workers;
   return `the kit's values with ${file} over them: ${vars.tunekit_upstream_kind} upstream, ${n} app worker${n === 1 ? '' : 's'}`;
 }
 
-// Run the whole bench. `o`: { scenarios, rounds, duration, connections,
+// Run the whole bench. `o`: { scenarios, rounds (a number, or 'auto' with width (%),
+// budgetS and maxRounds), duration, connections,
 // driver, procs, cpuRate, cpuDuration, warmup, workers, set, varsFiles,
 // try (the vars file of the try scenario), timeoutS, progress }.
 async function runBench(o) {
   const progress = o.progress;
+  const t0 = Date.now();
+  const auto = o.rounds === 'auto' ? { width: o.width / 100, budgetS: o.budgetS, maxRounds: o.maxRounds, minRounds: AUTO_MIN_ROUNDS } : null;
+  let stopped = null;
   const { startStack } = loadStack();
   const stacks = {};
   const cleanups = [];
@@ -242,14 +271,22 @@ async function runBench(o) {
         progress.done();
       }
     }
-    for (let round = 0; round < o.rounds; round++) {
+    const roundsT0 = Date.now();
+    for (let round = 0; auto || round < o.rounds; round++) {
+      if (auto) {
+        const elapsedS = (Date.now() - t0) / 1000;
+        stopped = autoStop({ ...auto, rounds: round, elapsedS, roundS: round ? (Date.now() - roundsT0) / 1000 / round : 0,
+          intervals: autoIntervals(ratios(results, o.scenarios)) });
+        if (stopped) break;
+      }
+      const of = auto ? `${round + 1} (auto, at most ${auto.maxRounds})` : `${round + 1}/${o.rounds}`;
       for (const name of roundOrder(o.scenarios, round)) {
-        progress.start(`round ${round + 1}/${o.rounds} ${name} saturation (${o.driver})`, o.duration);
+        progress.start(`round ${of} ${name} saturation (${o.driver})`, o.duration);
         const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
         progress.done();
         results.push({ round: round + 1, ...sat });
         if (o.cpuRate > 0) {
-          progress.start(`round ${round + 1}/${o.rounds} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
+          progress.start(`round ${of} ${name} at ${o.cpuRate} req/s (pacer)`, o.cpuDuration);
           const paced = await measure(targets[name], { ...base, mode: 'paced', rate: o.cpuRate, duration: o.cpuDuration });
           progress.done();
           results.push({ round: round + 1, ...paced });
@@ -265,8 +302,12 @@ async function runBench(o) {
       }
     }
   }
-  return { results, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios) };
+  const rounds = new Set(results.map((r) => r.round)).size;
+  return {
+    results, rounds, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios),
+    auto: stopped && { ...stopped, width: auto.width, budgetS: auto.budgetS, maxRounds: auto.maxRounds },
+  };
 }
 
 module.exports = {
-  stockDescribe, runBench, summarise, ratios, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET };
+  stockDescribe, runBench, summarise, ratios, autoIntervals, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET, AUTO_MIN_ROUNDS };

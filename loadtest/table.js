@@ -2,6 +2,7 @@
 // Plain-text tables for the terminal (and the Markdown writer reuses the rows).
 
 const { int, fixed, spreadText, kindsText } = require('./format');
+const { judge, intervalText, autoText } = require('./interval');
 
 function errText(r) {
   const q = r.requests;
@@ -80,10 +81,15 @@ function summaryRow(s) {
 
 const RATIO_HEAD = ['ratio', 'req/s', 'srv µs/req', 'µs/req at rate', 'p50', 'p99', 'p99 at rate'];
 
+// A ratio's cell: its geometric mean over the rounds and the 95% interval, "1.17 (1.12–1.22)".
+function ciCell(s) {
+  const ci = s && s.ci;
+  if (!ci || ci.estimate == null) return '–';
+  return ci.low == null ? fixed(ci.estimate, 2) : `${fixed(ci.estimate, 2)} (${fixed(ci.low, 2)}–${fixed(ci.high, 2)})`;
+}
+
 function ratioRow(x) {
-  const f = (n) => fixed(n, 2);
-  return [x.name, spreadText(x.reqPerSec, f), spreadText(x.cpuUsPerReq, f), spreadText(x.cpuUsPerReqAtRate, f),
-    spreadText(x.p50, f), spreadText(x.p99, f), spreadText(x.p99AtRate, f)];
+  return [x.name, ciCell(x.reqPerSec), ciCell(x.cpuUsPerReq), ciCell(x.cpuUsPerReqAtRate), ciCell(x.p50), ciCell(x.p99), ciCell(x.p99AtRate)];
 }
 
 function render(head, rows) {
@@ -106,31 +112,40 @@ function headline(r) {
     (bad ? `errors: ${kindsText(q.kinds) || errText(r)}` : 'no errors');
 }
 
-// The verdict of an A/B ratio of req/s over rounds: a side wins only when
-// every round agrees.
+// Why an interval resolves nothing: it holds the bound, or one round gave none.
+function unresolvedText(ci, bound) {
+  if (!ci || ci.low == null) return 'not resolved by this run (one round: no interval; run 3 rounds or more)';
+  return `not resolved by this run (interval ${fixed(ci.low, 2)}–${fixed(ci.high, 2)} holds ${bound})`;
+}
+
+// The verdict of an A/B ratio of req/s: it follows the 95% interval over the rounds
+// (interval.js). A side is named faster only when the whole interval is above 1,
+// slower only when it is below 1. The A/A pair (aa/uds) is the run's noise floor.
 function verdict(x) {
   const [a, b] = x.name.split('/');
   const s = x.reqPerSec;
-  if (!s || s.median == null) return `${x.name}: no req/s ratio (a side had no result)`;
-  const text = `${x.name} req/s ${spreadText(s, (n) => fixed(n, 2))}`;
-  if (s.min > 1) return `${text}: ${a} faster than ${b} in every round`;
-  if (s.max < 1) return `${text}: ${a} slower than ${b} in every round`;
-  return `${text}: no consistent difference (the rounds disagree)`;
+  if (!s || !s.ci || s.ci.estimate == null) return `${x.name}: no req/s ratio (a side had no result)`;
+  const text = `${x.name} req/s ${intervalText(s.ci)}`;
+  if (a === 'aa') {
+    return s.ci.halfWidth == null ? `${text}: A/A, ${unresolvedText(s.ci)}` : `${text}: A/A, the noise floor of this run (±${fixed(s.ci.halfWidth * 100)}%)`;
+  }
+  if (judge(s.ci, { min: 1 }) === 'met' && s.ci.low > 1) return `${text}: ${a} faster than ${b}`;
+  if (judge(s.ci, { max: 1 }) === 'met' && s.ci.high < 1) return `${text}: ${a} slower than ${b}`;
+  return `${text}: ${unresolvedText(s.ci, '1.00')}`;
 }
 
 // A ratio's targets (Ratio.target: { reqPerSec: { min }, cpuUsPerReq: { max } }),
-// judged on the median, and whether every round met them too.
+// judged on the 95% interval: met when the whole interval is on the right side of
+// the bound, not met when the whole interval is on the wrong side.
 function targetLines(x) {
-  const f = (n) => fixed(n, 2);
   const what = { reqPerSec: 'req/s', cpuUsPerReq: 'server µs/req' };
   return Object.entries(x.target || {}).map(([key, t]) => {
     const s = x[key];
     const label = `${x.name} ${what[key]}`;
-    if (!s || s.median == null) return `${label}: not measured`;
-    const ok = (v) => (t.min != null ? v >= t.min : v <= t.max);
+    if (!s || !s.ci || s.ci.estimate == null) return `${label}: not measured`;
     const goal = t.min != null ? `≥ ${t.min}` : `≤ ${t.max}`;
-    const state = ok(s.median) ? (ok(t.min != null ? s.min : s.max) ? 'met in every round' : 'met by the median, not every round') : 'not met';
-    return `${label} ${spreadText(s, f)} (target ${goal}: ${state})`;
+    const state = judge(s.ci, t);
+    return `${label} ${intervalText(s.ci)} (target ${goal}: ${state === 'unresolved' ? unresolvedText(s.ci, t.min != null ? t.min : t.max) : state})`;
   });
 }
 
@@ -144,6 +159,7 @@ function headlines(doc) {
       `p99 ${spreadText(x.latencyUs.p99)} µs, ${x.errors + x.non2xx ? `${int(x.errors + x.non2xx)} errors` : 'no errors'}`),
     ...doc.ratios.map(verdict),
     ...doc.ratios.flatMap(targetLines),
+    ...(doc.auto ? [autoText(doc.auto)] : []),
   ];
 }
 
@@ -162,6 +178,13 @@ function loadtestText(doc, { wide = false } = {}) {
   ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
 }
 
+// "3 rounds", or with --rounds auto "7 rounds (auto)".
+function roundsText(o) {
+  return o.rounds === 'auto' ? `${o.roundsRun} rounds (auto)` : `${o.rounds} rounds`;
+}
+
+const RATIO_NOTE = 'ratios: geometric mean of the per-round ratios (95% interval over the rounds)';
+
 // The bench's terminal report; `bench --https` (kind bench-tls) has its own
 // tables (tls-table.js) in the same frame.
 function benchText(doc) {
@@ -172,17 +195,17 @@ function benchText(doc) {
   const o = doc.options;
   return [
     `tunekit bench${tls ? ' --https' : ''} — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}; ` +
-      `${o.rounds} rounds × ${o.duration} s${tls ? '' : `, ${o.connections} connections, driver ${o.driver}`}`,
+      `${roundsText(o)} × ${o.duration} s${tls ? '' : `, ${o.connections} connections, driver ${o.driver}`}`,
     ...headlines(doc),
     '',
     'median (min–max) over rounds',
     render(t.SUMMARY_HEAD, doc.summary.map(t.summaryRow)),
     '',
-    'ratios per round, median (min–max)',
+    tls ? 'ratios per round, median (min–max)' : RATIO_NOTE,
     render(t.RATIO_HEAD, doc.ratios.map(t.ratioRow)),
     ...(tls ? tls.extraText(doc, render) : []),
     warningsText(doc.results, doc.warnings),
   ].join('\n');
 }
 
-module.exports = { RESULT_HEAD, resultRow, headline, headlines, verdict, targetLines, SUMMARY_HEAD, summaryRow, RATIO_HEAD, ratioRow, render, loadtestText, benchText, workersText };
+module.exports = { RESULT_HEAD, resultRow, headline, headlines, verdict, targetLines, SUMMARY_HEAD, summaryRow, RATIO_HEAD, RATIO_NOTE, ratioRow, render, loadtestText, benchText, workersText };

@@ -21,11 +21,14 @@ async function main(argv) {
   const o = parse(argv);
   if (command.printedHelp(COMMAND, o)) return 0;
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
+  const autoOnly = ['width', 'budget-s', 'max-rounds'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  if (o.rounds !== 'auto' && autoOnly.length) throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto: add it`);
+  if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
   const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
-  if (o.overload && (o.https || o.try)) throw new UsageError('bench --overload runs its own three stacks; drop --https and --try');
+  if (o.overload && (o.https || o.try || o.aa)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try and --aa');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
-  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
     throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
   }
@@ -46,12 +49,17 @@ async function main(argv) {
   // --try adds its scenario; the scenario without a file has nothing to measure.
   if (o.try && !o.scenarios.includes('try')) o.scenarios.push('try');
   if (!o.try && o.scenarios.includes('try')) throw new UsageError('the scenario try measures a vars file: add --try FILE.yml (tune\'s recommendation, say)');
+  // --aa adds the A/A scenario, and the uds stack it is measured against.
+  if (o.aa) for (const s of ['uds', 'aa']) if (!o.scenarios.includes(s)) o.scenarios.push(s);
+  if (o.scenarios.includes('aa') && !o.scenarios.includes('uds')) throw new UsageError('the scenario aa is measured against uds: add uds to --scenarios (or use --aa)');
   const started = Date.now();
-  const { results, summary, ratios } = await runBench(o);
+  const { results, rounds, summary, ratios, auto } = await runBench(o);
   const doc = report.document('bench', {
     command: `tunekit bench ${argv.join(' ')}`.trim(),
     options: {
-      scenarios: o.scenarios, rounds: o.rounds, duration: o.duration, connections: o.connections, driver: o.driver,
+      scenarios: o.scenarios, rounds: o.rounds, roundsRun: rounds,
+      ...(o.rounds === 'auto' && { width: o.width, budgetS: o.budgetS, maxRounds: o.maxRounds }),
+      duration: o.duration, connections: o.connections, driver: o.driver,
       procs: o.procs, cpuRate: o.cpuRate, cpuDuration: o.cpuDuration, warmup: o.warmup, workers: o.workers,
       ...(o.try && { try: o.try }),
       wallSeconds: Math.round((Date.now() - started) / 1000),
@@ -60,6 +68,7 @@ async function main(argv) {
     summary,
     ratios,
   });
+  if (auto) doc.auto = auto;
   return finish(doc, o, benchText(doc));
 }
 

@@ -133,7 +133,7 @@ test('bench --try FILE: the file\'s values (a tune result) in the same rounds as
   assert.notDeepEqual(order(1), order(2), 'interleaved, the order alternated per round');
   assert.deepEqual(doc.ratios.map((x) => x.name), ['try/uds']);
   assert.equal(doc.ratios[0].reqPerSec.n, 2, 'one ratio per round');
-  assert.match(r.stdout, /^try\/uds req\/s \S+ \(\S+\): /m);
+  assert.match(r.stdout, /^try\/uds req\/s \S+ \(\S+, 95%\): /m);
 
   const alone = await bench(['--scenarios', 'uds,try']);
   assert.equal(alone.code, 2);
@@ -144,6 +144,39 @@ test('bench --try FILE: the file\'s values (a tune result) in the same rounds as
   const tls = await bench(['--https', '--try', vars]);
   assert.equal(tls.code, 2);
   assert.equal(tls.stderr, 'tunekit: bench --https runs its own fronts and clients; drop --try\n');
+});
+
+test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until the width or the cap, which one said; refused where it does not belong', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-aa-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const json = path.join(dir, 'bench.json');
+  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  // A width no two stacks reach (±0.001%) and a budget far beyond three short rounds:
+  // the round cap is the one way this run can end.
+  const r = await bench(['--scenarios', 'uds', '--aa', '--rounds', 'auto', '--width', '0.001', '--max-rounds', '3', '--budget-s', '3600',
+    '--duration', '1', '--connections', '8', '--driver', 'autocannon', '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress',
+    '--json', json, '--md', path.join(dir, 'b.md'), '--html', path.join(dir, 'b.html')]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.deepEqual(doc.summary.map((s) => s.scenario), ['uds', 'aa'], '--aa adds its scenario');
+  const ports = new Set(doc.results.map((x) => x.target.url));
+  assert.equal(ports.size, 2, 'aa is a stack of its own, not uds measured twice');
+  assert.deepEqual(doc.ratios.map((x) => x.name), ['aa/uds']);
+  const x = doc.ratios[0].reqPerSec;
+  assert.equal(x.ci.n, 3, 'three rounds, then the cap');
+  assert.ok(x.ci.low <= x.ci.estimate && x.ci.estimate <= x.ci.high, JSON.stringify(x.ci));
+  assert.deepEqual([doc.auto.by, doc.auto.rounds, doc.options.rounds, doc.options.roundsRun], ['max-rounds', 3, 'auto', 3]);
+  assert.deepEqual(doc.auto.unresolved.map((u) => u.name), ['aa/uds req/s', 'aa/uds server µs/req']);
+  assert.match(r.stdout, /^aa\/uds req\/s \S+ \(\S+–\S+, 95%\): A\/A, the noise floor of this run \(±\d+\.\d%\)$/m);
+  assert.match(r.stdout, /^rounds auto: stopped after 3 rounds: the round cap \(3\) was reached; not resolved to ±0\.0%: aa\/uds req\/s/m);
+  assert.match(fs.readFileSync(path.join(dir, 'b.md'), 'utf8'), /^rounds auto: stopped after 3 rounds/m);
+
+  const stray = await bench(['--width', '2']);
+  assert.equal(stray.code, 2);
+  assert.equal(stray.stderr, 'tunekit: --width belongs to --rounds auto: add it\n');
+  const tls = await bench(['--https', '--rounds', 'auto']);
+  assert.equal(tls.code, 2);
+  assert.equal(tls.stderr, 'tunekit: --rounds auto is for the plain bench; give --https and --overload a number of rounds\n');
 });
 
 test('the bare cluster: the example app through the tuned nginx on its socket, stopped by pid, socket removed', async (t) => {

@@ -52,10 +52,18 @@ test('the text and Markdown reports carry every scenario and the ratios', () => 
     assert.match(md, new RegExp(`\\| ${s.replace('/', '\\/')} \\|`));
   }
   assert.match(text, /40,000 \(38,000–42,000\)/);
-  // The headline: the A/B verdict, named only when every round agrees.
-  assert.match(text, /^uds\/stock req\/s 2\.00 \(2\.00–2\.10\): uds faster than stock in every round$/m);
+  // The headline: the A/B verdict with the 95% interval over the rounds (per round 2,
+  // 2, 2.1: geometric mean 2.03, t with 2 degrees of freedom), a winner named only
+  // when the whole interval is past 1; uds/tcp (1.06, 1.08, 1.20) is not resolved.
+  const head = /^uds\/stock req\/s 2\.03 \(1\.90–2\.18, 95%\): uds faster than stock$/m;
+  assert.match(text, head);
+  assert.match(text, /^uds\/tcp req\/s 1\.11 \(0\.94–1\.32, 95%\): not resolved by this run \(interval 0\.94–1\.32 holds 1\.00\)$/m);
   assert.match(toHtml(doc), /<h2>Headline<\/h2>\n<ul class="headline"><li>stock: /);
-  assert.match(toHtml(doc), /<li>uds\/stock req\/s 2\.00 \(2\.00–2\.10\): uds faster than stock in every round<\/li>/);
+  assert.match(toHtml(doc), /<li>uds\/stock req\/s 2\.03 \(1\.90–2\.18, 95%\): uds faster than stock<\/li>/);
+  // Every report carries the intervals: the ratio tables and the Markdown's verdicts.
+  for (const out of [text, md, toHtml(doc)]) assert.match(out, /uds\/stock(<\/td><td>| +| \| )2\.03 \(1\.90–2\.18\)/);
+  assert.match(md, /^- uds\/stock req\/s 2\.03 \(1\.90–2\.18, 95%\): uds faster than stock$/m);
+  assert.deepEqual(doc.ratios.find((x) => x.name === 'uds/stock').reqPerSec.perRound, [2, 2, 2.1]);
   const one = { ...doc, kind: 'loadtest', results: doc.results.slice(0, 1), warnings: [] };
   // The default view fits 100 columns; --wide adds p99.9 and the rest.
   const lt = loadtestText(one);
@@ -103,6 +111,9 @@ test('options: defaults, and errors that name the flag', () => {
   assert.throws(() => parse('loadtest', LOADTEST, ['--driver', 'ab']), /--driver must be one of autocannon, wrk/);
   assert.throws(() => parse('bench', BENCH, ['--bogus']), /Unknown option '--bogus'/);
   assert.equal(parse('bench', BENCH, []).rounds, 3);
+  const auto = parse('bench', BENCH, ['--rounds', 'auto', '--width', '2', '--budget-s', '600', '--aa']);
+  assert.deepEqual([auto.rounds, auto.width, auto.budgetS, auto.maxRounds, auto.aa], ['auto', 2, 600, 20, true]);
+  assert.throws(() => parse('bench', BENCH, ['--rounds', 'some']), /--rounds must be a whole number >= 1 \(got "some"\)/);
 });
 
 test('the JSON document names its schema and the host', () => {
@@ -115,12 +126,18 @@ test('the JSON document names its schema and the host', () => {
   assert.deepEqual(summarise([], []), []);
 });
 
-test('an A/B verdict names a winner only when every round agrees', () => {
+test('an A/B verdict follows the interval: a winner only when the whole interval is past 1', () => {
   const { verdict } = require('../../loadtest/table');
-  const x = (min, median, max) => ({ name: 'uds/tcp', reqPerSec: { n: 3, min, median, max } });
-  assert.equal(verdict(x(1.02, 1.1, 1.2)), 'uds/tcp req/s 1.10 (1.02–1.20): uds faster than tcp in every round');
-  assert.equal(verdict(x(0.8, 0.9, 0.95)), 'uds/tcp req/s 0.90 (0.80–0.95): uds slower than tcp in every round');
-  assert.equal(verdict(x(0.65, 1.14, 1.18)), 'uds/tcp req/s 1.14 (0.65–1.18): no consistent difference (the rounds disagree)');
+  const { interval } = require('../../loadtest/interval');
+  const x = (...rounds) => ({ name: 'uds/tcp', reqPerSec: { ci: interval(rounds) } });
+  assert.equal(verdict(x(1.15, 1.17, 1.19)), 'uds/tcp req/s 1.17 (1.12–1.22, 95%): uds faster than tcp');
+  assert.equal(verdict(x(0.85, 0.87, 0.89)), 'uds/tcp req/s 0.87 (0.82–0.92, 95%): uds slower than tcp');
+  // Every round above 1, but three rounds this far apart cannot rule out 1.
+  assert.equal(verdict(x(1.02, 1.1, 1.2)), 'uds/tcp req/s 1.10 (0.90–1.35, 95%): not resolved by this run (interval 0.90–1.35 holds 1.00)');
+  assert.equal(verdict(x(1.2)), 'uds/tcp req/s 1.20 (one round: no interval): not resolved by this run (one round: no interval; run 3 rounds or more)');
+  // The A/A pair: its interval is the run's noise floor.
+  assert.equal(verdict({ name: 'aa/uds', reqPerSec: { ci: interval([0.99, 1.01, 1]) } }),
+    'aa/uds req/s 1.00 (0.98–1.03, 95%): A/A, the noise floor of this run (±2.5%)');
 });
 
 test('wrk\'s request mix: a script cycling through the paths, every byte of a path kept, then the report hook', () => {
