@@ -12,7 +12,13 @@ const times = (s) => (s && s.median != null ? `×${s.median.toFixed(3)} (${s.min
 const unitOf = (objective) => (objective === 'rps' ? 'req/s' : 'server CPU per request');
 // A gain as the user reads it: req/s multiplied, CPU per request divided (a gain of
 // 1.25 on the cpu objective is CPU per request ÷1.25).
-const gainText = (objective, s) => (objective === 'rps' ? `req/s ${times(s)}` : `server CPU per request ${times(s).replace('×', '÷')}`);
+// With the verdict's 95% interval of the per-round gains (tune.js verdict, interval.js),
+// where two or more rounds gave one.
+const ciText = (ci) => (ci && ci.low != null ? `, 95% interval ×${ci.low.toFixed(3)}–${ci.high.toFixed(3)}` : '');
+const gainText = (objective, s, ci) => {
+  const text = `${times(s)}${ciText(ci)}`;
+  return objective === 'rps' ? `req/s ${text}` : `server CPU per request ${text.replace(/×/g, '÷')}`;
+};
 
 // The steps that changed `key` (the strategy step sets the upstream kind too).
 function changesOf(tune, key) {
@@ -64,7 +70,7 @@ const VERDICT = {
 function howText(v, objective) {
   if (v.how === 'fixes') {
     return `met the objective in all ${v.rounds} rounds where the other missed it in ${v.missed.incumbent}, ` +
-      `and was not slower beyond the spread (${pct(v.margin)}) where both met it: ${gainText(objective, v.gain)}`;
+      `and was not slower beyond the spread (${pct(v.margin)}) where both met it: ${gainText(objective, v.gain, v.ci)}`;
   }
   // A round the incumbent missed and the challenger met is won whatever the speeds
   // (gain Infinity); the gain figures are those of the other rounds, said as such.
@@ -72,9 +78,9 @@ function howText(v, objective) {
   if (fixed) {
     const rest = v.rounds - fixed;
     return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): met the objective in the ${fixed} where the other missed it` +
-      (rest ? `, and ${gainText(objective, v.gain)} in the other ${rest}` : '');
+      (rest ? `, and ${gainText(objective, v.gain, v.ci)} in the other ${rest}` : '');
   }
-  return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): ${gainText(objective, v.gain)}`;
+  return `won all ${v.rounds} rounds beyond the spread (${pct(v.margin)}): ${gainText(objective, v.gain, v.ci)}`;
 }
 
 /**
@@ -132,10 +138,11 @@ function verdictLines(doc) {
 
 const CANDIDATE_HEAD = ['candidate', 'rules', 'rounds', 'rejected rounds', 'first tried (s)'];
 const candidateRow = (c) => [c.label, c.failed ? `passed; did not start: ${c.failed}` : c.rules, c.rounds, c.rejectedRounds, c.firstAtS];
-const STEP_HEAD = ['step', 'variable', 'incumbent', 'challenger', 'rounds', 'gain (median, min–max)', 'spread', 'verdict'];
+const STEP_HEAD = ['step', 'variable', 'incumbent', 'challenger', 'rounds', 'gain (median, min–max)', 'gain, 95% interval', 'spread', 'verdict'];
 function stepRows(t) {
   return t.steps.flatMap((s) => s.challengers.map((c) => [stepName(s), s.variable, s.incumbent, c.label, c.verdict ? c.verdict.rounds : 0,
-    c.verdict ? times(c.verdict.gain) : 'n/a', c.verdict ? pct(c.verdict.margin) : 'n/a',
+    c.verdict ? times(c.verdict.gain) : 'n/a', c.verdict && c.verdict.ci && c.verdict.ci.low != null ? `×${c.verdict.ci.low.toFixed(3)}–${c.verdict.ci.high.toFixed(3)}` : 'n/a',
+    c.verdict ? pct(c.verdict.margin) : 'n/a',
     !c.verdict ? 'not measured' : !c.verdict.rounds ? 'no counted round (all rejected or out of budget)' : VERDICT[c.verdict.how] || 'unclear: kept the incumbent']));
 }
 const TRIAL_HEAD = ['step', 'round', 'candidate', 'at (s)', 'value', 'p99 µs', 'met', 'others (cores)', 'counted'];

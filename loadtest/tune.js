@@ -9,7 +9,9 @@
 // in which other processes kept too many cores busy is rejected and not counted. A
 // challenger replaces the incumbent only if it wins EVERY counted round by more than
 // the spread (the larger of the two arms' own relative spreads over these rounds, and
-// at least the machine's noise as measured so far in this run: noiseFloor).
+// at least the machine's noise as measured so far in this run: noiseFloor), and the
+// 95% interval of its per-round gains lies wholly above 1 (interval.js, the bench's
+// arithmetic): a gain the rounds cannot tell from none is no win.
 //   The screen: one step per variable, in SPACE order, its challengers far from the
 // incumbent on the ladder (its ends and its middle: screenValues); rounds are added,
 // up to maxRounds, only while a challenger's median gain is beyond the spread and
@@ -42,6 +44,7 @@
 //      candidate whose worker_connections cannot hold them is refused, loadRefusal) }
 
 const { spread, roundOrder } = require('./stats');
+const { interval } = require('./interval');
 const { UsageError } = require('../lib/errors');
 
 // A challenger must beat the incumbent by at least this much in every round, however
@@ -241,6 +244,10 @@ function relSpread(runs) {
  *   breaks: it missed the objective in some round, the incumbent never did, and it
  *           was nowhere faster beyond the spread.
  * The margin is never below `floor`: the machine's noise seen so far (noiseFloor).
+ * faster and slower need the interval too: `ci`, the 95% interval of the finite
+ * per-round gains (interval.js, as the bench's ratios), wholly above 1 (faster) or
+ * below 1 (slower). Rounds one side missed (gain Infinity or 0) are decided by
+ * feasibility and carry no speed; with fewer than two finite gains they decide alone.
  * Feasibility first: a few connection resets in one run of five seconds are rare
  * enough to be a property of the values (nginx out of worker_connections), and a
  * comparison of speeds between runs that fail at random decides nothing.
@@ -252,15 +259,19 @@ function verdict(incRuns, chalRuns, objective, floor = MIN_MARGIN) {
   const chalMissed = chalRuns.some((r) => !r.meets);
   const incMissed = incRuns.some((r) => !r.meets);
   const both = gains.filter((g, i) => incRuns[i].meets && chalRuns[i].meets);
+  const finite = gains.filter(Number.isFinite);
+  const ci = interval(finite);
+  const clears = (side) => finite.length < 2 || (side > 0 ? ci.low > 1 : ci.high < 1);
   let how = null;
-  if (n && gains.every((g) => g > 1 + margin)) how = 'faster';
+  if (n && gains.every((g) => g > 1 + margin) && clears(1)) how = 'faster';
   else if (n && !chalMissed && incMissed && both.every((g) => g > 1 - margin) &&
     (!both.length || spread(both).median >= 1 - floor)) how = 'fixes';
-  else if (n && gains.every((g) => g < 1 - margin)) how = 'slower';
+  else if (n && gains.every((g) => g < 1 - margin) && clears(-1)) how = 'slower';
   else if (n && chalMissed && !incMissed && both.every((g) => g < 1 + margin)) how = 'breaks';
   return {
     gains,
-    gain: spread(gains.filter(Number.isFinite)),
+    gain: spread(finite),
+    ci,
     margin,
     rounds: n,
     missed: { incumbent: incRuns.filter((r) => !r.meets).length, challenger: chalRuns.filter((r) => !r.meets).length },

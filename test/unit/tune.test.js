@@ -152,8 +152,10 @@ test('a winner of the search that does not beat the start values in every confir
 
 test('rounds with other load are rejected: listed, not counted, and the decision uses the clean rounds only', async () => {
   const o = options();
-  // Every fourth round (of two-arm steps, runs 0-1, 8-9, ...) is noisy.
-  const io = fakeIo({ others: (n) => (Math.floor(n / 2) % 4 === 0 ? 0.6 : 0.1) }, o);
+  // One run in eight is noisy (runs 0, 8, 16, ...): one round in four of a two-arm step
+  // is rejected whichever run a round starts at (with pairs of runs, a step of three
+  // arms before the confirmation could shift it onto two noisy rounds in a row).
+  const io = fakeIo({ others: (n) => (n % 8 === 0 ? 0.6 : 0.1) }, o);
   const t = await T.tune(o, io);
   const rejected = t.trials.filter((x) => x.rejected);
   assert.ok(rejected.length > 0);
@@ -265,6 +267,23 @@ test('the verdict: a win needs every round beyond the larger spread; a bound mis
   assert.equal(T.gain(run(50), run(100), 'cpu'), 2);
 });
 
+test('the verdict: a win needs the 95% interval of the per-round gains above 1, as the bench\'s ratios', () => {
+  const run = (value, meets = true, p99Us = 1000) => ({ value, meets, p99Us });
+  // Two rounds, ×1.20 and ×1.25, each beyond the spread (4.1%): with one degree of
+  // freedom the interval (0.94–1.60) still holds 1, so no win yet.
+  const two = T.verdict([run(100), run(100)], [run(120), run(125)], 'rps');
+  assert.ok(two.gains.every((g) => g > 1 + two.margin), `${two.gains} ${two.margin}`);
+  assert.ok(two.ci.low < 1 && two.ci.high > 1, JSON.stringify(two.ci));
+  assert.deepEqual([two.wins, two.loses], [false, false]);
+  // A third round in line: the interval clears 1, it wins.
+  const three = T.verdict([run(100), run(100), run(100)], [run(120), run(125), run(122)], 'rps');
+  assert.ok(three.ci.low > 1, JSON.stringify(three.ci));
+  assert.equal(three.how, 'faster');
+  // The same for a loss.
+  assert.equal(T.verdict([run(120), run(125)], [run(100), run(100)], 'rps').loses, false);
+  assert.equal(T.verdict([run(120), run(125), run(122)], [run(100), run(100), run(100)], 'rps').how, 'slower');
+});
+
 test('the verdict, feasibility first: one that meets the objective in every round where the other missed it wins unless slower; one that misses it loses', () => {
   const run = (value, meets = true, p99Us = 1000) => ({ value, meets, p99Us });
   // The incumbent reset a few connections in one round (nginx out of connections);
@@ -301,7 +320,9 @@ test('a win whose rounds the incumbent partly missed says which rounds the speed
     'won all 3 rounds beyond the spread (16.0%): met the objective in the 2 where the other missed it, and req/s ×3.347 (3.347–3.347) in the other 1');
   // Every round measured on both sides: the figure is over all of them, said plainly.
   const w = T.verdict([run(100), run(104), run(98)], [run(120), run(125), run(118)], 'rps', 0.05);
-  assert.equal(R.howText(w, 'rps'), 'won all 3 rounds beyond the spread (6.0%): req/s ×1.202 (1.200–1.204)');
+  assert.equal(R.howText(w, 'rps'), 'won all 3 rounds beyond the spread (6.0%): req/s ×1.202 (1.200–1.204), 95% interval ×1.197–1.207');
+  // The cpu objective says it as a division, the interval too.
+  assert.match(R.howText(w, 'cpu'), /server CPU per request ÷1\.202 \(1\.200–1\.204\), 95% interval ÷1\.197–1\.207$/);
 });
 
 test('from values under which nginx resets connections at random, the search fixes that first, then climbs', async () => {
