@@ -98,6 +98,7 @@ const BENCH = {
   recovery: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'with --overload: seconds at 0.5× after the highest step' },
   capacity: { type: 'string', value: 'R', conv: positiveNum, help: 'with --overload: the capacity in req/s (default: measured, a saturation run on the kit\'s stack)' },
   'max-connections': { type: 'string', value: 'N', conv: positiveInt, dflt: '2000', help: 'with --overload: the most connections the open-loop generator opens (within its open-files limit)' },
+  'queue-budget': { type: 'string', value: 'MS', conv: positiveInt, help: 'with --overload: the protected stack refuses by queue time (tunekit_app_queue_budget_ms=MS) instead of max_conns' },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
   md: { ...COMMON.md, dflt: 'loadtest/results/bench.md' },
@@ -119,12 +120,14 @@ const ABOUT = {
   bench: {
     about: 'Stock vs the kit\'s TCP vs the kit\'s UDS upstream, with the nginx-static and direct ceilings, and what the ' +
       'runner costs (uds against metrics-off and against a bare node:cluster, with targets), in A/B ' +
-      'rounds whose order rotates; medians with min–max and per-round ratios. Writes JSON, Markdown and HTML reports. ' +
+      'rounds whose order rotates; medians with min–max, and per-round ratios with their 95% interval, which the verdicts ' +
+      'follow. Writes JSON, Markdown and HTML reports. ' +
       'Minutes of load on every core: run it on a quiet machine.',
     examples: [
       'tunekit bench --rounds 3 --duration 8',
       'tunekit bench --app ./app.js --scenarios stock,uds --rounds 2',
       'tunekit bench --scenarios uds --try tune.yml --rounds 3',
+      'tunekit bench --aa --rounds auto --width 3',
     ],
   },
 };

@@ -39,6 +39,20 @@ const STACKS = {
   },
 };
 const DEFAULT_STACKS = Object.keys(STACKS);
+
+/**
+ * The stacks of a run: with `queueBudgetMs` (--queue-budget) the protected stack
+ * refuses by queue time instead (tunekit_app_queue_budget_ms, roles/tunekit/defaults/main/00-app.yml:
+ * the runner answers 503 to a request that waited longer), without the bound.
+ */
+function stacksFor({ queueBudgetMs } = {}) {
+  if (!queueBudgetMs) return STACKS;
+  const set = [`tunekit_app_queue_budget_ms=${queueBudgetMs}`];
+  return {
+    ...STACKS,
+    protected: { describe: `the kit's values with overload protection by queue time (${set.join(', ')})`, stack: { ...SCENARIOS.uds.stack, set } },
+  };
+}
 const DEFAULT_MULTIPLES = [0.8, 1, 1.5, 2, 3];
 const RECOVERY_MULTIPLE = 0.5;
 // Descriptors this process keeps for itself (the clock thread, stdio, ss, scrapes).
@@ -189,19 +203,20 @@ function runsOf(phases) {
 
 // Run the overload bench. `o`: { stacks, multiples, stepS, recoveryS, capacity
 // (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
-// workers, app, set, varsFiles, driver, progress }.
+// workers, app, set, varsFiles, driver, progress, queueBudgetMs }.
 async function runOverload(o) {
   const progress = o.progress;
   const { startStack } = loadStack();
+  const defs = stacksFor(o);
   const started = {};
   const results = [];
   try {
     for (const name of o.stacks) {
-      const { stack, describe } = STACKS[name];
+      const { stack, describe } = defs[name];
       progress.note(`bench --overload: starting the ${name} stack (${describe})`);
       started[name] = await startStack({ ...stack, set: [...(stack.set || []), ...o.set], workers: o.workers, module: o.app || null, varsFiles: o.varsFiles, port: 0 });
     }
-    const targetOf = (name) => nginxTarget(name, started[name], STACKS[name].describe);
+    const targetOf = (name) => nginxTarget(name, started[name], defs[name].describe);
     let capacity = o.capacity;
     let capacityRun = null;
     if (!capacity) {
@@ -237,7 +252,7 @@ async function runOverload(o) {
       const { steps: all, last } = per[name];
       const others = all.map((st) => st.otherCores).filter((x) => x != null);
       return {
-        stack: name, describe: STACKS[name].describe, steps: all,
+        stack: name, describe: defs[name].describe, steps: all,
         recovery: recovery(last.r, last.stepsOut, all[0].latencyUs.p99),
         otherCores: others.length ? Math.max(...others) : null,
       };
@@ -254,4 +269,4 @@ async function runOverload(o) {
   }
 }
 
-module.exports = { runOverload, ladder, runsOf, connectionCap, steps, recovery, STACKS, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };
+module.exports = { runOverload, ladder, runsOf, connectionCap, steps, recovery, STACKS, stacksFor, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };

@@ -14,6 +14,7 @@ const { parseArgs } = require('node:util');
 const T = require('./tune');
 const { realIo, startValues, refusals } = require('./tune-run');
 const { roundOrder, spread } = require('./stats');
+const { interval, intervalText } = require('./interval');
 const { cores } = require('./cpu');
 const wrk = require('./wrk');
 const { createProgress } = require('./progress');
@@ -160,7 +161,7 @@ async function main(argv) {
     const gridBest = top.find((t) => !t.file);
     if (gridBest) doc.best = { label: gridBest.label, values: gridBest.values, reqPerSec: gridBest.reqPerSec };
     doc.also = top.filter((t) => t.file).map((t) => ({ file: t.file, label: t.label, reqPerSec: t.reqPerSec,
-      ratioToBest: gridBest ? spread(t.rounds.map((x, i) => x / gridBest.rounds[i])) : null }));
+      ratioToBest: gridBest ? ratioSpread(t.rounds.map((x, i) => x / gridBest.rounds[i])) : null }));
     if (o.json) fs.writeFileSync(o.json, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(earlier
       ? `compared: the best of ${o.compare} (${earlier.createdAt || 'undated'}) beside ${also.length} vars file(s), in ${o.rounds} interleaved rounds`
@@ -168,12 +169,18 @@ async function main(argv) {
     for (const t of top) console.log(topLine(t));
     for (const a of doc.also.filter((x) => x.ratioToBest)) {
       const r = a.ratioToBest;
-      console.log(`  ${a.file} over the grid's best, per round: median ${r.median.toFixed(2)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`);
+      console.log(`  ${a.file} over the grid's best, per round: median ${r.median.toFixed(2)} (${r.min.toFixed(2)}–${r.max.toFixed(2)}); ` +
+        `geometric mean ${intervalText(r.ci)}`);
     }
   } finally {
     await io.closeAll();
   }
   return 0;
+}
+
+// A ratio per round, as the bench summarises one: median (min–max) and the 95% interval.
+function ratioSpread(perRound) {
+  return { ...spread(perRound), ci: interval(perRound) };
 }
 
 if (require.main === module) {

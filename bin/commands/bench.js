@@ -24,7 +24,7 @@ async function main(argv) {
   const autoOnly = ['width', 'budget-s', 'max-rounds'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.rounds !== 'auto' && autoOnly.length) throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto: add it`);
   if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
-  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'queue-budget'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
   if (o.overload && (o.https || o.try || o.aa)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try and --aa');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
@@ -84,13 +84,13 @@ async function overloadBench(argv, o) {
   const out = await runOverload({
     stacks: DEFAULT_STACKS, multiples: o.multiples, stepS: o.step, recoveryS: o.recovery, capacity: o.capacity || 0, capacityS: o.duration,
     connections: o.connections, maxConnections, timeoutS: o.timeout, workers: o.workers, app: o.app, set: o.set, varsFiles: o.vars,
-    driver: o.driver, procs: o.procs, progress: o.progress,
+    driver: o.driver, procs: o.procs, progress: o.progress, queueBudgetMs: o.queueBudget || 0,
   });
   const doc = report.document('bench-overload', {
     command: `tunekit bench ${argv.join(' ')}`.trim(),
     options: {
       multiples: o.multiples, step: o.step, recovery: o.recovery, capacity: o.capacity || null, duration: o.duration, connections: o.connections,
-      maxConnections, timeout: o.timeout, driver: o.driver, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
+      maxConnections, ...(o.queueBudget && { queueBudgetMs: o.queueBudget }), timeout: o.timeout, driver: o.driver, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
     },
     results: out.results,
   });

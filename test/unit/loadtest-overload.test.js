@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { makeSchedule } = require('../../loadtest/pacer');
-const { ladder, runsOf, connectionCap } = require('../../loadtest/overload');
+const { ladder, runsOf, connectionCap, stacksFor } = require('../../loadtest/overload');
 const options = require('../../bin/load-options');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -91,6 +91,17 @@ test('the connection cap stays within the open-files limit', () => {
   assert.equal(connectionCap(2000, 20000), 2000);
   assert.equal(connectionCap(2000, 1024), 768);
   assert.equal(connectionCap(2000, Infinity), 2000);
+});
+
+test('bench --overload --queue-budget MS: the protected stack refuses by queue time, without the bound; the others unchanged', () => {
+  const plain = stacksFor({});
+  assert.deepEqual(plain.protected.stack.set, ['tunekit_nginx_upstream_max_conns=32']);
+  const budget = stacksFor({ queueBudgetMs: options.parse('bench', options.BENCH, ['--overload', '--queue-budget', '500']).queueBudget });
+  assert.deepEqual(budget.protected.stack.set, ['tunekit_app_queue_budget_ms=500']);
+  assert.match(budget.protected.describe, /queue time \(tunekit_app_queue_budget_ms=500\)/);
+  assert.deepEqual([budget.stock, budget.kit], [plain.stock, plain.kit]);
+  // The stack it describes renders: the runner's settings carry the budget.
+  assert.equal(JSON.parse(files(budget.protected.stack.set)['app.json']).queueBudgetMs, 500);
 });
 
 test('bench --multiples: ascending numbers above 0; the overload options need --overload', () => {
