@@ -120,6 +120,15 @@ test('the article\'s upstream (keepalive_timeout 65s) in front of Node\'s defaul
   assert.deepEqual(headers.map((f) => f.level), ['ok'], JSON.stringify(headers));
   assert.match(headers[0].what, /headers wait at least \d+ ms .*still waited on after \d+\.\d s/);
   assert.ok(report.facts.read.some((r) => r.startsWith(`the app on ${stack.target}, measured`)), report.facts.read.join('; '));
+  // Every rule of the table is counted: evaluated over this host, or named with the
+  // variable it lacks. A plain Node app tells no request timeout, no probe measures it,
+  // and its headers wait is a lower bound (still waited on when the probe stopped).
+  assert.equal(report.rules.evaluated.length + report.rules.notEvaluated.length, report.rules.total);
+  for (const id of ['keepalive-race', 'headers-timeout', 'socket-mode', 'nginx-version-floor', 'socket-path-length', 'server-name', 'keepalive-http']) {
+    assert.ok(report.rules.evaluated.includes(id), `${id}: ${JSON.stringify(report.rules.notEvaluated.find((r) => r.id === id))}`);
+  }
+  assert.deepEqual(report.rules.notEvaluated.find((r) => r.id === 'request-timeout').missing.map((m) => m.variable), ['tunekit_app_request_timeout_ms', 'tunekit_app_headers_timeout_ms']);
+  t.diagnostic(`rules evaluated live: ${report.rules.evaluated.length} of ${report.rules.total}; not: ${report.rules.notEvaluated.map((r) => r.id).join(', ')}`);
   assert.equal(code, 1);
 });
 
