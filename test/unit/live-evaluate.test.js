@@ -148,3 +148,23 @@ test('adding a rule is a row in the table: render refuses it and doctor reports 
   // The docs' table (npm run generate) lists it as evaluated live.
   assert.match(vartable.liveTable(undefined, copy), /\| `pool-timeout-floor` \| `tunekit_nginx_upstream_keepalive_timeout_s`, `tunekit_nginx_worker_connections` \| yes \|/);
 });
+
+test("the app's service's stop timeout (systemctl show) and Node's keep-alive buffer derived from its live version", () => {
+  const facts = hostFacts();
+  facts.app.healthz = { keepAliveTimeout: 5000, headersTimeout: 60000, requestTimeout: 300000, node: '20.20.2', keepAliveTimeoutBuffer: null };
+  facts.app.settings = { drainTimeoutMs: 10000, killGraceMs: 2000 };
+  facts.systemd = { unit: 'api.service', properties: { TimeoutStopUSec: '1min 30s' } };
+  const live = liveVariables(facts);
+  assert.equal(live.values.tunekit_systemd_timeout_stop_s, 90);
+  assert.equal(live.from.tunekit_systemd_timeout_stop_s, 'TimeoutStopUSec=1min 30s (systemctl show api.service)');
+  assert.equal(live.values.tunekit_app_drain_timeout_s, 10);
+  // /healthz gives no buffer (Node before 22.19): what Node 20.20.2 adds, by the definition's own expression.
+  assert.equal(live.values.tunekit_app_keepalive_buffer_ms, 1000);
+  assert.equal(live.from.tunekit_app_keepalive_buffer_ms, 'derived: tunekit_node_version=20.20.2');
+  const [stop] = evaluate(live, { table: only('stop-timeout') });
+  assert.deepEqual([stop.evaluated, stop.broken], [true, false]);
+  facts.systemd.properties.TimeoutStopUSec = '5s';
+  const [short] = evaluate(liveVariables(facts), { table: only('stop-timeout') });
+  assert.equal(short.broken, true);
+  assert.match(short.says, /^tunekit_systemd_timeout_stop_s=5 must exceed tunekit_app_drain_timeout_s=10/);
+});
