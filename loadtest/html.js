@@ -181,7 +181,7 @@ function toHtml(doc) {
   if (doc.kind === 'bench-tls') {
     const X = require('./tls-table');
     body.push('<h2>Servers × clients</h2>', htmlTable(X.SUMMARY_HEAD, doc.summary.map(X.summaryRow)),
-      '<h2>Ratios</h2>', htmlTable(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)));
+      '<h2>Ratios</h2>', `<p>${esc(T.RATIO_NOTE)}.</p>`, htmlTable(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)));
     if (doc.gzip) body.push('<h2>gzip</h2>', htmlTable(X.GZIP_HEAD, X.gzipRows(doc.gzip)));
     body.push('<h2>Every run</h2>');
   } else if (doc.kind === 'bench') {

@@ -115,6 +115,25 @@ function intervalText(ci, digits = 2) {
   return `${f(ci.estimate)} (${f(ci.low)}–${f(ci.high)}, ${Math.round(ci.level * 100)}%)`;
 }
 
+/** A table cell: "1.17 (1.12–1.22)"; one round: "1.17"; nothing: "–". */
+function intervalCell(ci, digits = 2) {
+  if (!ci || ci.estimate == null) return '–';
+  const f = (x) => x.toFixed(digits);
+  return ci.low == null ? f(ci.estimate) : `${f(ci.estimate)} (${f(ci.low)}–${f(ci.high)})`;
+}
+
+/** Why an interval resolves nothing against `bound` (a number): it holds the bound, or one round gave none. */
+function unresolvedText(ci, bound) {
+  if (!ci || ci.low == null) return 'not resolved by this run (one round: no interval; run 3 rounds or more)';
+  return `not resolved by this run (interval ${ci.low.toFixed(2)}–${ci.high.toFixed(2)} holds ${bound})`;
+}
+
+/** A bound's verdict as the reports print it: 'met', 'not met' or 'not resolved by this run (…)'. */
+function boundText(ci, bound) {
+  const state = judge(ci, bound);
+  return state === 'unresolved' ? unresolvedText(ci, bound.min != null ? bound.min : bound.max) : state;
+}
+
 /**
  * The stopping rule of `bench --rounds auto`, asked before each round. `s`: { rounds
  * (done so far), elapsedS (since the bench began), roundS (the mean round so far),
@@ -148,4 +167,4 @@ function autoText(a) {
     (open.length ? `; not resolved to ${pct(a.width)}: ${open.join(', ')}` : '');
 }
 
-module.exports = { LEVEL, tCdf, tQuantile, interval, judge, intervalText, autoStop, autoText };
+module.exports = { LEVEL, tCdf, tQuantile, interval, judge, intervalText, intervalCell, unresolvedText, boundText, autoStop, autoText };

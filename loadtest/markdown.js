@@ -45,7 +45,7 @@ function toMarkdown(doc) {
     const X = require('./tls-table');
     out.push('## Targets', '', ...X.verdicts(doc).map((l) => `- ${l}`), '');
     out.push('## Servers × clients (median, min–max over rounds)', '', table(X.SUMMARY_HEAD, doc.summary.map(X.summaryRow)), '');
-    out.push('## Ratios (per round, median, min–max)', '', table(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)), '');
+    out.push('## Ratios', '', `${T.RATIO_NOTE}.`, '', table(X.RATIO_HEAD, doc.ratios.map(X.ratioRow)), '');
     if (doc.gzip) out.push(`## gzip (${doc.gzip.url}, tls-tuned, keep-alive)`, '', table(X.GZIP_HEAD, X.gzipRows(doc.gzip)), '');
     out.push('## Every run', '');
   }

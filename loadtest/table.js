@@ -2,7 +2,7 @@
 // Plain-text tables for the terminal (and the Markdown writer reuses the rows).
 
 const { int, fixed, spreadText, kindsText } = require('./format');
-const { judge, intervalText, autoText } = require('./interval');
+const { judge, intervalText, intervalCell, unresolvedText, boundText, autoText } = require('./interval');
 
 function errText(r) {
   const q = r.requests;
@@ -81,15 +81,10 @@ function summaryRow(s) {
 
 const RATIO_HEAD = ['ratio', 'req/s', 'srv µs/req', 'µs/req at rate', 'p50', 'p99', 'p99 at rate'];
 
-// A ratio's cell: its geometric mean over the rounds and the 95% interval, "1.17 (1.12–1.22)".
-function ciCell(s) {
-  const ci = s && s.ci;
-  if (!ci || ci.estimate == null) return '–';
-  return ci.low == null ? fixed(ci.estimate, 2) : `${fixed(ci.estimate, 2)} (${fixed(ci.low, 2)}–${fixed(ci.high, 2)})`;
-}
-
+// Each cell: the geometric mean of the per-round ratios and its 95% interval, "1.17 (1.12–1.22)".
 function ratioRow(x) {
-  return [x.name, ciCell(x.reqPerSec), ciCell(x.cpuUsPerReq), ciCell(x.cpuUsPerReqAtRate), ciCell(x.p50), ciCell(x.p99), ciCell(x.p99AtRate)];
+  const c = (s) => intervalCell(s && s.ci);
+  return [x.name, c(x.reqPerSec), c(x.cpuUsPerReq), c(x.cpuUsPerReqAtRate), c(x.p50), c(x.p99), c(x.p99AtRate)];
 }
 
 function render(head, rows) {
@@ -110,12 +105,6 @@ function headline(r) {
   const bad = q.errors + q.non2xx;
   return `${r.scenario} ${modeText(r)}: ${int(r.reqPerSec)} req/s, p50 ${int(r.latencyUs.p50)} µs, p99 ${int(r.latencyUs.p99)} µs, ` +
     (bad ? `errors: ${kindsText(q.kinds) || errText(r)}` : 'no errors');
-}
-
-// Why an interval resolves nothing: it holds the bound, or one round gave none.
-function unresolvedText(ci, bound) {
-  if (!ci || ci.low == null) return 'not resolved by this run (one round: no interval; run 3 rounds or more)';
-  return `not resolved by this run (interval ${fixed(ci.low, 2)}–${fixed(ci.high, 2)} holds ${bound})`;
 }
 
 // The verdict of an A/B ratio of req/s: it follows the 95% interval over the rounds
@@ -144,8 +133,7 @@ function targetLines(x) {
     const label = `${x.name} ${what[key]}`;
     if (!s || !s.ci || s.ci.estimate == null) return `${label}: not measured`;
     const goal = t.min != null ? `≥ ${t.min}` : `≤ ${t.max}`;
-    const state = judge(s.ci, t);
-    return `${label} ${intervalText(s.ci)} (target ${goal}: ${state === 'unresolved' ? unresolvedText(s.ci, t.min != null ? t.min : t.max) : state})`;
+    return `${label} ${intervalText(s.ci)} (target ${goal}: ${boundText(s.ci, t)})`;
   });
 }
 
@@ -201,7 +189,7 @@ function benchText(doc) {
     'median (min–max) over rounds',
     render(t.SUMMARY_HEAD, doc.summary.map(t.summaryRow)),
     '',
-    tls ? 'ratios per round, median (min–max)' : RATIO_NOTE,
+    RATIO_NOTE,
     render(t.RATIO_HEAD, doc.ratios.map(t.ratioRow)),
     ...(tls ? tls.extraText(doc, render) : []),
     warningsText(doc.results, doc.warnings),

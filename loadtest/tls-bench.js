@@ -26,6 +26,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { measure } = require('./measure');
 const { spread, ratio, roundOrder } = require('./stats');
+const { interval } = require('./interval');
 const { nginxTarget, loadStack } = require('./targets');
 const errorlog = require('./errorlog');
 
@@ -175,9 +176,13 @@ function summarise(results, clients, rounds) {
   return rows;
 }
 
-// tls-tuned over tls-stock, per round, for every figure the targets name.
+// tls-tuned over tls-stock, per round, for every figure the targets name: median
+// (min–max), the per-round values and their 95% interval (interval.js).
 function ratios(results, clients, rounds) {
-  const over = (f) => perRound(rounds, f);
+  const over = (f) => {
+    const values = [...Array(rounds).keys()].map((i) => f(i + 1));
+    return { ...spread(values), perRound: values, ci: interval(values) };
+  };
   const get = (round, server, client) => results.find((r) => r.round === round && r.front === server && r.client === client);
   const out = [];
   for (const client of clients) {

@@ -3,6 +3,7 @@
 // shared by the terminal, the Markdown and the HTML report.
 
 const { int, fixed, spreadText } = require('./format');
+const { intervalText, intervalCell, boundText } = require('./interval');
 
 // The targets the TLS bench is held to, and how each is read from a report.
 const TARGETS = [
@@ -29,8 +30,9 @@ function summaryRow(s) {
 
 const RATIO_HEAD = ['ratio', 'req/s', 'srv µs/req', 'nginx µs/handshake'];
 
+// Each cell: the geometric mean of the per-round ratios and its 95% interval (interval.js).
 function ratioRow(x) {
-  return [x.name, spreadText(x.reqPerSec, f2), spreadText(x.cpuUsPerReq, f2), x.handshakeCpuUs ? spreadText(x.handshakeCpuUs, f2) : '–'];
+  return [x.name, intervalCell(x.reqPerSec.ci), intervalCell(x.cpuUsPerReq.ci), x.handshakeCpuUs ? intervalCell(x.handshakeCpuUs.ci) : '–'];
 }
 
 const GZIP_HEAD = ['gzip', 'bytes/response', 'nginx µs/req', 'req/s'];
@@ -80,21 +82,19 @@ function limits(doc) {
   return out;
 }
 
-// One line per target: the measured ratio (median, min–max) and whether every
-// round met it.
+// One line per target: the measured ratio with its 95% interval over the rounds, and
+// the target judged on the interval (met / not met / not resolved by this run).
 function verdicts(doc) {
   const lines = [];
   for (const t of TARGETS) {
     const x = doc.ratios.find((r) => r.client === t.at);
     const s = x && x[t.key];
-    if (!s || s.median == null) {
+    if (!s || !s.ci || s.ci.estimate == null) {
       lines.push(`${t.name}: not measured`);
       continue;
     }
-    const met = t.min != null ? s.min >= t.min : s.max <= t.max;
-    const mid = t.min != null ? s.median >= t.min : s.median <= t.max;
     const goal = t.min != null ? `≥ ${t.min}×` : `≤ ${t.max}×`;
-    lines.push(`${t.name}: ${spreadText(s, f2)} (target ${goal}: ${met ? 'met in every round' : mid ? 'met by the median, not every round' : 'not met'})`);
+    lines.push(`${t.name}: ${intervalText(s.ci)} (target ${goal}: ${boundText(s.ci, t)})`);
   }
   for (const server of ['tls-tuned', 'tls-stock']) {
     const s = doc.summary.find((r) => r.front === server && r.client === 'returning');
