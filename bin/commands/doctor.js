@@ -12,7 +12,8 @@ const COMMAND = {
   usage: ['[options]'],
   about: 'Audit a live host across layers: read the live nginx config (nginx -T), kernel limits, accept queues (ss), ' +
     'process limits (/proc), the app socket and the app\'s live timeouts, and check that the layers agree. ' +
-    'Each finding says what is wrong and the fix; exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.',
+    'Each finding says what is wrong and the fix; the last lines count the kit\'s cross-layer rules evaluated live and name each one ' +
+    'the host gave no value for. Exit 0 when nothing fails, 1 when a rule fails, 2 on bad usage.',
   options: {
     // The defaults are lib/doctor's: given or not, the app's socket is looked for differently.
     'nginx-conf': { type: 'string', value: 'PATH', help: `nginx's main config (default: ${doctor.DEFAULT_NGINX_CONF})` },
