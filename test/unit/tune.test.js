@@ -270,7 +270,7 @@ test('the verdict: a win needs every round beyond the larger spread; a bound mis
 test('the verdict: a win needs the 95% interval of the per-round gains above 1, as the bench\'s ratios', () => {
   const run = (value, meets = true, p99Us = 1000) => ({ value, meets, p99Us });
   // Two rounds, ×1.20 and ×1.25, each beyond the spread (4.1%): with one degree of
-  // freedom the interval (0.94–1.60) still holds 1, so no win yet.
+  // freedom the interval (0.94–1.59) still holds 1, so no win yet.
   const two = T.verdict([run(100), run(100)], [run(120), run(125)], 'rps');
   assert.ok(two.gains.every((g) => g > 1 + two.margin), `${two.gains} ${two.margin}`);
   assert.ok(two.ci.low < 1 && two.ci.high > 1, JSON.stringify(two.ci));
