@@ -180,16 +180,26 @@ function overlaps(local, host) {
  * wildcard is involved), or on the Unix socket whose file has inode `ino`, as
  * `ss -p` names them: [{ pid, command }]; [] when ss names none (another
  * user's process seen by a non-root user), null without ss.
+ * A Unix socket is found by its file's inode (`ss -e`), else by its `path`:
+ * with -e the kernel lists no listener at all once one has about 1,000
+ * connections waiting in its accept queue (ss prints nothing, exit 0; iproute2
+ * 6.1, Linux 6.18, 2026-12-05), as an overloaded app's socket has.
  */
-function holders({ port, host, ino }) {
-  const args = port ? ['-H', '-l', '-t', '-n', '-p', 'sport', '=', `:${port}`] : ['-H', '-l', '-x', '-p', '-e'];
-  const r = spawnSync('ss', args, { encoding: 'utf8' });
-  if (r.error || r.status !== 0) return null;
+function holders({ port, host, ino, path: socketPath }) {
+  const byName = (local) => local === socketPath || (local.startsWith(`${socketPath}~`) && /^\d+$/.test(local.slice(socketPath.length + 1)));
+  const tries = port ? [[['-H', '-l', '-t', '-n', '-p', 'sport', '=', `:${port}`], (f) => overlaps(f[3], host)]]
+    : [[['-H', '-l', '-x', '-p', '-e'], (f, line) => ` ${line} `.includes(` ino:${ino} `)],
+      ...(socketPath ? [[['-H', '-l', '-x', '-p'], (f) => byName(f[4] || '')]] : [])];
   const pids = new Set();
-  for (const line of r.stdout.split('\n')) {
-    // tcp: State Recv-Q Send-Q Local:Port Peer:Port users; unix: ... ino:N dev:M/m
-    if (port ? !overlaps(line.trim().split(/\s+/)[3], host) : !` ${line} `.includes(` ino:${ino} `)) continue;
-    for (const m of line.matchAll(/pid=(\d+)/g)) pids.add(Number(m[1]));
+  for (const [args, matches] of tries) {
+    const r = spawnSync('ss', args, { encoding: 'utf8' });
+    if (r.error || r.status !== 0) return null;
+    // tcp: State Recv-Q Send-Q Local:Port Peer:Port users; unix: Netid State Recv-Q Send-Q Local Inode ... [ino:N dev:M/m]
+    for (const line of r.stdout.split('\n')) {
+      if (!matches(line.trim().split(/\s+/), line)) continue;
+      for (const m of line.matchAll(/pid=(\d+)/g)) pids.add(Number(m[1]));
+    }
+    if (pids.size) break;
   }
   return [...pids].filter((pid) => pid !== process.pid).map((pid) => ({ pid, command: commandOf(pid) }));
 }
@@ -239,7 +249,7 @@ function unixHeldBy(socketPath) {
   } catch {
     return heldBy([]);
   }
-  return heldBy(holders({ ino }));
+  return heldBy(holders({ ino, path: socketPath }));
 }
 
 module.exports = {

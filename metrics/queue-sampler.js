@@ -62,7 +62,18 @@ const RUNNER_BIND_NAME = /~\d+$/;
  * path it serves. unix lines: Netid State Recv-Q Send-Q Local Inode Peer Inode
  * [... ino:N dev:M/m]; tcp lines (-t alone: no Netid column): State Recv-Q Send-Q Local Peer.
  */
-function parseSs(kind, text) {
+function parseSs(kind, text, details = text) {
+  // The file inodes (ino:N, by the socket's own inode) come from a second `ss -e`
+  // (`details`): with -e the kernel lists no listener at all once one has about
+  // 1,000 connections in its accept queue (the waiting peers no longer fit its
+  // dump; ss prints nothing, exit 0: iproute2 6.1, Linux 6.18, 2026-12-05), and
+  // that queue is what this sampler is for. Without the inodes, the path names it.
+  const inodes = new Map();
+  for (const line of details.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    const ino = / ino:(\d+) /.exec(`${line} `);
+    if (ino && f.length > 5) inodes.set(f[5], Number(ino[1]));
+  }
   const out = [];
   for (const line of text.split('\n')) {
     const f = line.trim().split(/\s+/);
@@ -71,21 +82,24 @@ function parseSs(kind, text) {
     const socket = { kind, local: f[at + 3], queued: Number(f[at + 1]), limit: Number(f[at + 2]) };
     if (kind === 'unix') {
       socket.local = socket.local.replace(RUNNER_BIND_NAME, '');
-      const ino = / ino:(\d+) /.exec(`${line} `);
-      if (ino) socket.ino = Number(ino[1]);
+      if (inodes.has(f[5])) socket.ino = inodes.get(f[5]);
     }
     out.push(socket);
   }
   return out;
 }
 
-function listening(kind) {
-  const args = kind === 'unix' ? ['-H', '-l', '-x', '-e'] : ['-H', '-l', '-t', '-n'];
+function ss(args) {
   const r = spawnSync('ss', args, { encoding: 'utf8' });
   if (r.error || r.status !== 0) {
     throw new Error(`\`ss ${args.join(' ')}\` failed (${r.error ? r.error.message : r.stderr.trim()}): install iproute2`);
   }
-  return parseSs(kind, r.stdout);
+  return r.stdout;
+}
+
+function listening(kind) {
+  if (kind !== 'unix') return parseSs(kind, ss(['-H', '-l', '-t', '-n']));
+  return parseSs(kind, ss(['-H', '-l', '-x']), ss(['-H', '-l', '-x', '-e']));
 }
 
 /** Whether a tcp local address (127.0.0.1:80, [::]:443, *:80) is what `spec` names: ADDR:PORT, or PORT on any address. */

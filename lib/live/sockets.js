@@ -28,6 +28,28 @@ function absoluteSocketName(name, pids) {
 }
 
 /**
+ * The inode of the file each listening Unix socket was bound to (`ss -e`'s
+ * ino:N), by the socket's own inode (the column after its name). Asked apart
+ * from the list itself: once one listener has about 1,000 connections waiting
+ * in its accept queue, the kernel's dump with -e (which adds the waiting peers,
+ * UDIAG_SHOW_ICONS) holds no listener at all and ss prints nothing, exit 0
+ * (measured: iproute2 6.1, Linux 6.18, 2026-12-05; 100 queued were listed, 1,000
+ * were not) — the moment a deep queue is worth seeing. Then no inode is known
+ * and the path alone names a socket's listener.
+ */
+function boundInodes() {
+  const out = new Map();
+  const r = spawnSync('ss', ['-H', '-l', '-x', '-e'], { encoding: 'utf8' });
+  if (r.status !== 0) return out;
+  for (const line of r.stdout.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    const ino = / ino:(\d+) dev:/.exec(line);
+    if (ino && f.length > 5) out.set(f[5], Number(ino[1]));
+  }
+  return out;
+}
+
+/**
  * Listening sockets from `ss`: [{ kind: 'unix'|'tcp', local, backlog, queued, pids }];
  * a unix one's `local` is the path it serves (lib/proc.js servedPath: the runner's
  * socket is listed by the name it was bound with), and it also has `ino`,
@@ -36,7 +58,8 @@ function absoluteSocketName(name, pids) {
  */
 function listeners() {
   const out = [];
-  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p', '-e']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
+  const inodes = boundInodes();
+  for (const [kind, args] of [['unix', ['-H', '-l', '-x', '-p']], ['tcp', ['-H', '-l', '-t', '-n', '-p']]]) {
     const r = spawnSync('ss', args, { encoding: 'utf8' });
     if (r.status !== 0) continue;
     for (const line of r.stdout.split('\n')) {
@@ -47,8 +70,7 @@ function listeners() {
       // tcp:  State Recv-Q Send-Q Local:Port Peer:Port users (the same: queue, backlog)
       const pids = [...line.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
       if (kind === 'unix') {
-        const ino = / ino:(\d+) dev:/.exec(line);
-        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: servedPath(absoluteSocketName(f[4], pids)), pids, ino: ino ? Number(ino[1]) : null });
+        if (f[1] === 'LISTEN') out.push({ kind, backlog: Number(f[3]), queued: Number(f[2]), local: servedPath(absoluteSocketName(f[4], pids)), pids, ino: inodes.get(f[5]) ?? null });
       } else if (f[0] === 'LISTEN') {
         out.push({ kind, backlog: Number(f[2]), queued: Number(f[1]), local: f[3], pids });
       }
