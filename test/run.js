@@ -22,11 +22,13 @@
 //   gixy, Ansible's own templating, ansible-lint), no load. Those that need a
 //   distribution's root filesystem build it, or wait under its lock for the
 //   e2e file building it (test/lib/nspawn.js).
-// After unit, the chain local then checks runs side by side with e2e: what one
-// waits on the other does not use. (Local beside e2e then checks left the e2e
-// chain, the longest, longer still: 27.4 min with cached root filesystems,
-// 2026-12-05.) A lane starts its slowest files first (MEASURED_S), so that no
-// long file starts last and runs alone.
+// The chain unit, local, checks runs side by side with e2e, the longest lane:
+// what one waits on the other does not use. (Local one at a time beside e2e
+// then checks, after unit: 27.4 min with cached root filesystems; local two at
+// a time then checks beside e2e, after unit: 24.2 min, the machine's 2 cores
+// 1.85 busy on average, e2e the longest by 290 s; 2026-12-05.) A lane starts
+// its slowest files first (MEASURED_S), so that no long file starts last and
+// runs alone.
 // Files print their TAP whole when they end (a file at a time, as it comes,
 // when the first chain's lane runs one file at a time), so streams never
 // interleave: the first chain's as they end, the others' after it.
@@ -51,9 +53,9 @@ const { alive } = require('../lib/proc');
 
 const ROOT = path.resolve(__dirname, '..');
 const PHASES = [
-  [[{ name: 'unit', suites: ['unit'], concurrency: 2 }]],
-  [[{ name: 'local', suites: ['integration', 'faults'], concurrency: 2 }, { name: 'checks', suites: ['checks'], concurrency: 2 }],
-    [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }]],
+  [[{ name: 'unit', suites: ['unit'], concurrency: 2 }, { name: 'local', suites: ['integration', 'faults'], concurrency: 2 },
+    { name: 'checks', suites: ['checks'], concurrency: 2 }],
+  [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }]],
 ];
 const SUITES = PHASES.flat(2).flatMap((l) => l.suites);
 const DURATIONS = path.join(ROOT, 'test/durations.txt');

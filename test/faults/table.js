@@ -261,8 +261,8 @@ function abuseRows(key, f) {
   });
 }
 
-// doctor on a local stack of the large profile: its one fail is the app's
-// open-files limit, inherited from the shell that started the stack.
+// doctor on a local stack of the large profile: its fails are the open-files
+// limits nginx and the app inherit from the shell that started the stack.
 const heldDoctor = (f) => (f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}${f.doctorFails.includes('nofile')
   ? ' (the local stack\'s app inherits the shell\'s open-files limit, below the large profile\'s; systemd\'s LimitNOFILE sets it on a host)' : ''}` : 'no fail');
 
