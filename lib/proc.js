@@ -23,23 +23,59 @@ function servedPath(name) {
   return name.replace(RUNNER_BIND_NAME, '');
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+// Ports are chosen below the kernel's ephemeral range (ip_local_port_range,
+// 32768-60999 by default): a port from that range, free when chosen, can be
+// taken a moment later as the local port of any outgoing connection on the host
+// — a load generator opens thousands — before the stack binds it. Seen: nginx's
+// "bind() to 127.0.0.1:45930 failed (98: Address already in use)" while another
+// load ran beside it (2026-12-05). Below the range only another listener can take
+// it. Random, so two processes choosing at once rarely meet; each is tried by
+// binding it, and the kernel's choice (port 0) is the fallback.
+const LOWEST_PORT = 20000;
+const TRIES = 50;
+
+/** [low, high) to choose ports from: below the ephemeral range, or null when it leaves no room. */
+function portRange(rangeFile = '/proc/sys/net/ipv4/ip_local_port_range') {
+  let low;
+  try {
+    low = Number(fs.readFileSync(rangeFile, 'utf8').trim().split(/\s+/)[0]);
+  } catch {
+    return null;
+  }
+  return low - LOWEST_PORT >= 1000 ? [LOWEST_PORT, low] : null;
+}
+
+/** Listens srv on 127.0.0.1: a port of the range that is free, else one the kernel picks. Resolves the port. */
+async function listenFree(srv, except, range = portRange()) {
+  const listen = (port) => new Promise((resolve, reject) => {
+    const onError = (err) => reject(err);
+    srv.once('error', onError);
+    srv.listen(port, '127.0.0.1', () => {
+      srv.removeListener('error', onError);
+      resolve(srv.address().port);
     });
   });
+  for (let i = 0; range && i < TRIES; i++) {
+    const port = range[0] + Math.floor(Math.random() * (range[1] - range[0]));
+    if (except.includes(port)) continue;
+    try {
+      return await listen(port);
+    } catch (err) {
+      if (err.code !== 'EADDRINUSE') throw err;
+    }
+  }
+  return listen(0);
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+async function freePort() {
+  return (await freePorts(1))[0];
 }
 
 /**
  * n distinct TCP ports on 127.0.0.1, free a moment ago: all held open at once
- * while they are chosen, so two of them are never the same port (freePort()
- * called twice may be given one port twice), and none of `except`.
+ * while they are chosen, so two of them are never the same port, and none of
+ * `except`.
  */
 async function freePorts(n, except = []) {
   const servers = [];
@@ -49,10 +85,7 @@ async function freePorts(n, except = []) {
       const srv = net.createServer();
       srv.unref();
       servers.push(srv);
-      const port = await new Promise((resolve, reject) => {
-        srv.on('error', reject);
-        srv.listen(0, '127.0.0.1', () => resolve(srv.address().port));
-      });
+      const port = await listenFree(srv, except);
       if (!except.includes(port)) ports.push(port);
     }
     return ports;
@@ -116,4 +149,4 @@ function signal(pid, sig) {
   }
 }
 
-module.exports = { freePort, freePorts, readStat, alive, cmdline, childrenOf, readPid, signal, servedPath, RUNNER_CMD, WORKER_CMD };
+module.exports = { freePort, freePorts, portRange, readStat, alive, cmdline, childrenOf, readPid, signal, servedPath, RUNNER_CMD, WORKER_CMD };
