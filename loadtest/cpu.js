@@ -127,7 +127,7 @@ function machineSnapshot() {
     const usPerTick = 1e6 / clockTicks();
     const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
     const idle = f[3] + f[4];
-    return { busyUs: (total - idle) * usPerTick, totalUs: total * usPerTick, at: process.hrtime.bigint() };
+    return { busyUs: (total - idle) * usPerTick, totalUs: total * usPerTick, stealUs: f[7] * usPerTick, at: process.hrtime.bigint() };
   } catch {
     return null;
   }
@@ -140,5 +140,61 @@ function machineBusyCores(before, after) {
   return seconds > 0 ? (after.busyUs - before.busyUs) / 1e6 / seconds : null;
 }
 
+// How the scheduler treated each pid's threads (summed): the time they were
+// runnable but waiting for a CPU (the second field of schedstat, ns), their
+// moves between CPUs (se.nr_migrations of /proc/PID/task/TID/sched, present
+// when the kernel has CONFIG_SCHED_DEBUG) and the times they were taken off a
+// CPU while still runnable (nonvoluntary_ctxt_switches of status). Map pid ->
+// { waitUs, migrations, involuntary }; a field the kernel does not show is null.
+// https://docs.kernel.org/scheduler/sched-stats.html
+function schedSnapshot(pids) {
+  const out = new Map();
+  const field = (text, re) => { const m = re.exec(text); return m ? Number(m[1]) : null; };
+  const add = (a, b) => (a == null || b == null ? null : a + b);
+  for (const pid of pids) {
+    let tids;
+    try {
+      tids = fs.readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    let acc = null;
+    for (const tid of tids) {
+      const dir = `/proc/${pid}/task/${tid}`;
+      let t;
+      try {
+        t = {
+          waitUs: Number(fs.readFileSync(`${dir}/schedstat`, 'utf8').split(' ')[1]) / 1000,
+          involuntary: field(fs.readFileSync(`${dir}/status`, 'utf8'), /^nonvoluntary_ctxt_switches:\s+(\d+)/m),
+        };
+      } catch {
+        continue; // thread exited while we looked
+      }
+      try {
+        t.migrations = field(fs.readFileSync(`${dir}/sched`, 'utf8'), /^se\.nr_migrations\s+:\s+(\d+)/m);
+      } catch {
+        t.migrations = null;
+      }
+      acc = acc ? { waitUs: acc.waitUs + t.waitUs, involuntary: add(acc.involuntary, t.involuntary), migrations: add(acc.migrations, t.migrations) } : t;
+    }
+    if (acc) out.set(pid, acc);
+  }
+  return out;
+}
+
+// The growth of each schedSnapshot field between two snapshots, over the pids
+// alive at both (a pid that came or went has no baseline).
+function schedDelta(before, after) {
+  const sum = { waitUs: 0, migrations: 0, involuntary: 0 };
+  for (const [pid, b] of before) {
+    const a = after.get(pid);
+    if (!a) continue;
+    for (const k of Object.keys(sum)) sum[k] = sum[k] == null || a[k] == null || b[k] == null ? null : sum[k] + a[k] - b[k];
+  }
+  return sum;
+}
+
 module.exports.machineSnapshot = machineSnapshot;
 module.exports.machineBusyCores = machineBusyCores;
+module.exports.schedSnapshot = schedSnapshot;
+module.exports.schedDelta = schedDelta;

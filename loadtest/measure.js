@@ -128,12 +128,32 @@ function serverCpu(pidsBefore, pidsAfter, before, after, d) {
   };
 }
 
+/**
+ * How the scheduler treated the server's threads over the run (cpu.schedSnapshot):
+ * the share of their runnable time spent waiting for a CPU, and per 1,000
+ * requests their moves between CPUs and their preemptions. The bench's noise is
+ * read against these (docs/benchmarks.md): a stack whose threads wait or move
+ * more in one round than its twin's is slower for that, not for its values.
+ */
+function schedPerRequest(sched, server, d) {
+  const n = d.requests.completed;
+  const perK = (v) => (v == null || !n ? null : (v * 1000) / n);
+  return {
+    waitUs: Math.round(sched.waitUs),
+    waitShare: sched.waitUs + server.cpuUs > 0 ? sched.waitUs / (sched.waitUs + server.cpuUs) : null,
+    migrationsPerKReq: perK(sched.migrations),
+    involuntaryPerKReq: perK(sched.involuntary),
+  };
+}
+
 /** The whole machine over the run: its busy cores, and how many went to neither side. */
 function machineLoad(machine0, machine1, gen, server, d) {
   const busyCores = cpu.machineBusyCores(machine0, machine1);
   return {
     cores: cpu.cores(),
     busyCores,
+    // The hypervisor's: time this VM's CPUs wanted to run and another guest ran.
+    stealCores: machine0 && machine1 ? (machine1.stealUs - machine0.stealUs) / 1e6 / d.elapsedS : null,
     // Without the server's pids (--url, --socket) its CPU cannot be told
     // apart from other tenants': not measured, rather than counted as theirs.
     otherCores: busyCores == null || !server ? null
@@ -189,6 +209,7 @@ function resultWarnings(result, o) {
 async function accounted(target, o) {
   const pidsBefore = target.pids ? target.pids() : null;
   const before = cpu.snapshot(allPids(pidsBefore));
+  const sched0 = cpu.schedSnapshot(allPids(pidsBefore));
   const mark = errorlog.mark(target.errorLogPath);
   const startedAt = new Date().toISOString();
   const machine0 = cpu.machineSnapshot();
@@ -199,7 +220,8 @@ async function accounted(target, o) {
   const pidsAfter = target.pids ? target.pids() : null;
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);
-  return { d, pidsBefore, pidsAfter, before, after, mark, startedAt, machine0, machine1 };
+  const sched = cpu.schedDelta(sched0, cpu.schedSnapshot(seen));
+  return { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1 };
 }
 
 // Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
@@ -210,8 +232,9 @@ async function measure(target, o) {
   const { value: run, counts, error: meterError } = meterUrl
     ? await aroundRun(meterUrl, () => accounted(target, { ...o, workerShare: false }))
     : { value: await accounted(target, { ...o, workerShare: true }), counts: null, error: null };
-  const { d, pidsBefore, pidsAfter, before, after, mark, startedAt, machine0, machine1 } = run;
+  const { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1 } = run;
   const server = serverCpu(pidsBefore, pidsAfter, before, after, d);
+  if (server) server.sched = schedPerRequest(sched, server, d);
 
   const gen = { ...d.generator };
   gen.machineShare = gen.cpuUs / 1e6 / d.elapsedS / cpu.cores();

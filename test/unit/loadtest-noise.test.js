@@ -1,0 +1,70 @@
+'use strict';
+// Where a bench's spread comes from (loadtest/noise.js, cpu.js's scheduler
+// record): the correlation of each suspect with the per-round ratio, over
+// made-up rounds; and the scheduler's counters read from this process.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const N = require('../../loadtest/noise');
+const cpu = require('../../loadtest/cpu');
+
+// A saturation run record with the fields noise.js reads.
+function run(round, scenario, reqPerSec, { wait = 0.2, top = 0.5, others = 0, steal = 0 } = {}) {
+  return {
+    round, scenario, mode: 'saturation', reqPerSec, durationS: 8,
+    server: { sched: { waitShare: wait, migrationsPerKReq: 1, involuntaryPerKReq: 2 } },
+    workers: { share: { 1: top, 2: 1 - top } },
+    generator: { cpuUs: 4e6 },
+    machine: { otherCores: others, stealCores: steal },
+  };
+}
+
+test('Pearson r: exact for a line, its sign for a falling one, null when a side does not vary', () => {
+  assert.equal(N.pearson([1, 2, 3, 4], [2, 4, 6, 8]).toFixed(9), '1.000000000');
+  assert.equal(N.pearson([1, 2, 3, 4], [8, 6, 4, 2]).toFixed(9), '-1.000000000');
+  assert.equal(N.pearson([1, 1, 1], [1, 2, 3]), null);
+  assert.equal(N.pearson([1, 2], [1, 2]), null, 'two points say nothing');
+});
+
+test('the suspect that moves with the ratio is the one named; one that does not is ruled out', () => {
+  // aa slower exactly when its busiest worker took more of the requests; the
+  // CPU wait differs at random and has nothing to do with it.
+  const tops = [0.5, 0.6, 0.52, 0.7, 0.55];
+  const waits = [0.3, 0.1, 0.25, 0.2, 0.1];
+  const results = [];
+  tops.forEach((top, i) => {
+    results.push(run(i + 1, 'uds', 1000, { top: 0.5, wait: 0.2 }));
+    results.push(run(i + 1, 'aa', 1000 * Math.exp(-(top - 0.5)), { top, wait: waits[i] }));
+  });
+  const a = N.analyse({ results });
+  assert.equal(a.rows.length, 5);
+  assert.ok(Math.abs(a.rows[3].ratio - Math.exp(-0.2)) < 1e-9);
+  assert.ok(Math.abs(a.rows[3].diffs['top worker'] - 0.2) < 1e-9);
+  assert.ok(a.follows['top worker'] < -0.999, `top worker r=${a.follows['top worker']}`);
+  assert.ok(Math.abs(a.follows.wait) < 0.5, `wait r=${a.follows.wait}`);
+  assert.equal(a.follows.steal, null, 'steal never differed: nothing to read');
+  const text = N.render(a);
+  assert.match(text, /top worker\s+r = -1\.00/);
+});
+
+test('a round missing one scenario is left out, and fewer than 3 rounds say so', () => {
+  const results = [run(1, 'uds', 1000), run(1, 'aa', 900), run(2, 'uds', 1000)];
+  const a = N.analyse({ results });
+  assert.equal(a.rows.length, 1);
+  assert.match(N.render(a), /fewer than 3 rounds/);
+});
+
+test('the scheduler counters of a live process: wait and preemptions grow, never shrink', () => {
+  const before = cpu.schedSnapshot([process.pid]);
+  let x = 0;
+  for (let i = 0; i < 2e6; i++) x += i;
+  assert.ok(x > 0);
+  const after = cpu.schedSnapshot([process.pid]);
+  const d = cpu.schedDelta(before, after);
+  assert.ok(d.waitUs >= 0 && Number.isFinite(d.waitUs));
+  assert.ok(d.involuntary >= 0);
+  assert.ok(d.migrations === null || d.migrations >= 0);
+  assert.equal(cpu.schedSnapshot([2 ** 22 + 7]).size, 0, 'a pid that does not exist is left out');
+  const m = cpu.machineSnapshot();
+  assert.ok(m.stealUs >= 0);
+});
