@@ -17,6 +17,7 @@ const { spread, ratio, roundOrder } = require('./stats');
 const { interval, autoStop } = require('./interval');
 const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
+const { pinStack } = require('./pin');
 
 // The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
 const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
@@ -230,25 +231,33 @@ function tryDescribe(file, vars) {
 // budgetS and maxRounds), duration, connections,
 // driver, procs, cpuRate, cpuDuration, warmup, workers, set, varsFiles,
 // try (the vars file of the try scenario), timeoutS, progress }.
+// Start every stack the scenarios need, once (each stop pushed on cleanups);
+// with --pin, its workers pinned (pin.js).
+async function startStacks(o, stacks, pinned, cleanups) {
+  const { startStack } = loadStack();
+  for (const name of stacksFor(o.scenarios, o.driver)) {
+    const { withTry, ...stack } = SCENARIOS[name].stack;
+    o.progress.note(`bench: starting the ${name} stack (${stack.profile}, ${withTry ? `the values of ${o.try}` : stack.upstream})`);
+    const set = [...(stack.set || []), ...o.set];
+    const varsFiles = withTry ? [...o.varsFiles, o.try] : o.varsFiles;
+    const started = await startStack({ ...stack, workers: o.workers, module: o.app || null, set, varsFiles, port: 0 });
+    cleanups.push(() => started.stop());
+    stacks[name] = started;
+    if (o.pin) pinned[name] = pinStack(started.pids());
+  }
+}
+
 async function runBench(o) {
   const progress = o.progress;
   const t0 = Date.now();
   const auto = o.rounds === 'auto' ? { width: o.width / 100, budgetS: o.budgetS, maxRounds: o.maxRounds, minRounds: AUTO_MIN_ROUNDS } : null;
   let stopped = null;
-  const { startStack } = loadStack();
   const stacks = {};
+  const pinned = {};
   const cleanups = [];
   const results = [];
   try {
-    for (const name of stacksFor(o.scenarios, o.driver)) {
-      const { withTry, ...stack } = SCENARIOS[name].stack;
-      progress.note(`bench: starting the ${name} stack (${stack.profile}, ${withTry ? `the values of ${o.try}` : stack.upstream})`);
-      const set = [...(stack.set || []), ...o.set];
-      const varsFiles = withTry ? [...o.varsFiles, o.try] : o.varsFiles;
-      const started = await startStack({ ...stack, workers: o.workers, module: o.app || null, set, varsFiles, port: 0 });
-      cleanups.push(() => started.stop());
-      stacks[name] = started;
-    }
+    await startStacks(o, stacks, pinned, cleanups);
     const targets = {};
     for (const name of o.scenarios) {
       const { target } = SCENARIOS[name];
@@ -305,6 +314,7 @@ async function runBench(o) {
   const rounds = new Set(results.map((r) => r.round)).size;
   return {
     results, rounds, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios),
+    ...(o.pin && { pinned }),
     auto: stopped && { ...stopped, width: auto.width, budgetS: auto.budgetS, maxRounds: auto.maxRounds },
   };
 }
