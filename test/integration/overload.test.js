@@ -6,7 +6,10 @@
 // 503 with Retry-After at once, without the app seeing it. The app holds each
 // request while a file exists (test/fixtures/overload/hold-app.js), so "at once"
 // is an event the test waits for (the app has seen N requests), never a time.
-// Without the bound the same requests all reach the app.
+// Without the bound the same requests all reach the app. "No upstream connection is
+// opened for a refusal" is read from the runner's own count of the connections its
+// workers accepted (tunekit_app_connections_accepted_total, asked of every worker
+// when scraped).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -59,6 +62,20 @@ async function untilSeen(dir, n) {
   }
 }
 
+/** The app's connections, summed over its workers: { accepted (ever), active (open now) }. */
+async function appConnections(s) {
+  const text = await new Promise((resolve, reject) => {
+    http.get(s.metrics[0].url, { agent: false, timeout: WAIT_MS }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+  const sum = (name) => [...text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0);
+  return { accepted: sum('tunekit_app_connections_accepted_total'), active: sum('tunekit_app_connections_active') };
+}
+
 async function stack(t, dir, set) {
   const s = await startStack({
     upstream: 'uds', workers: 2, module: FIXTURE, env: { HOLD_DIR: dir },
@@ -73,12 +90,14 @@ test('past tunekit_nginx_upstream_max_conns, every nginx worker answers 503 with
   const s = await stack(t, dir, [`tunekit_nginx_upstream_max_conns=${BOUND}`, 'tunekit_nginx_overload_retry_after_s=7']);
   const held = Array.from({ length: BOUND }, () => get(`${s.url}held`));
   await untilSeen(dir, BOUND);
+  const before = await appConnections(s);
 
   // The stack is at its bound: every further request, on any nginx worker, is refused.
   const refused = await Promise.all(Array.from({ length: EXCESS }, () => get(`${s.url}excess`)));
   assert.deepEqual(refused.map((r) => r.status), Array(EXCESS).fill(503), 'every request past the bound answered 503');
   assert.deepEqual(refused.map((r) => r.retryAfter), Array(EXCESS).fill('7'), 'each 503 carries Retry-After: 7');
   assert.equal(seen(dir), BOUND, 'no refused request reached the app');
+  assert.equal((await appConnections(s)).accepted, before.accepted, 'nginx opened no connection to the app for a refused request');
 
   // The admitted ones are served once the app lets them go, and the slots are free again.
   fs.rmSync(path.join(dir, 'hold'));
@@ -89,8 +108,12 @@ test('past tunekit_nginx_upstream_max_conns, every nginx worker answers 503 with
 test('without the bound (the default) the same requests all reach the app', async (t) => {
   const dir = holdDir(t);
   const s = await stack(t, dir, []);
+  const before = await appConnections(s);
   const all = Array.from({ length: BOUND + EXCESS }, () => get(`${s.url}held`));
   await untilSeen(dir, BOUND + EXCESS);
+  // Each held request holds a connection of its own: new ones, but for those idle in nginx's pool before.
+  const grown = (await appConnections(s)).accepted - before.accepted;
+  assert.ok(grown >= BOUND + EXCESS - before.active, `the app accepted ${grown} connections for ${BOUND + EXCESS} held requests (${before.active} open before)`);
   fs.rmSync(path.join(dir, 'hold'));
   assert.deepEqual((await Promise.all(all)).map((r) => r.status), Array(BOUND + EXCESS).fill(200));
 });
