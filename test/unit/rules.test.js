@@ -28,6 +28,8 @@ const BREAK = {
   'latency-queue-budget': { tunekit_latency_budget_ms: 1000, tunekit_app_queue_budget_ms: 2000 },
   'latency-backlog': { tunekit_latency_budget_ms: 1000, tunekit_app_capacity_rps: 100, tunekit_app_backlog: 4096 },
   'latency-timeout': { tunekit_latency_budget_ms: 60000, tunekit_app_queue_budget_ms: 1000 },
+  'limit-req-rate': { tunekit_nginx_limit_req_rate: '10' },
+  'limit-key': { tunekit_nginx_limit_conn: 4, tunekit_nginx_limit_key: 'client' },
   'keepalive-pool-size': { tunekit_nginx_upstream_keepalive: 5000 },
   'keepalive-http': { tunekit_nginx_proxy_http_version: '1.0' },
   'keepalive-connection': { tunekit_nginx_proxy_connection_default: 'close' },
