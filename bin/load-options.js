@@ -11,6 +11,7 @@ const { choices, stackShape } = require('../lib/config');
 const { cores } = require('../loadtest/cpu');
 const { available: wrkAvailable } = require('../loadtest/wrk');
 const { DEFAULT_SCENARIOS } = require('../loadtest/scenarios');
+const { PROTECT_MODES, DEFAULT_LATENCY_BUDGET_MS, BURST_MULTIPLE, BURST_S } = require('../loadtest/overload');
 
 const positiveInt = (name, v) => {
   const n = Number(v);
@@ -99,7 +100,9 @@ const BENCH = {
   recovery: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'with --overload: seconds at 0.5× after the highest step' },
   capacity: { type: 'string', value: 'R', conv: positiveNum, help: 'with --overload: the capacity in req/s (default: measured, a saturation run on the kit\'s stack)' },
   'max-connections': { type: 'string', value: 'N', conv: positiveInt, dflt: '2000', help: 'with --overload: the most connections the open-loop generator opens (within its open-files limit)' },
-  'queue-budget': { type: 'string', value: 'MS', conv: positiveInt, help: 'with --overload: the protected stack refuses by queue time (tunekit_app_queue_budget_ms=MS) instead of max_conns' },
+  protect: { type: 'string', value: 'MODE', conv: oneOf(PROTECT_MODES), dflt: 'both', help: 'with --overload: the protected stack\'s protection, derived from --latency-budget and the capacity: both (max_conns and the runner\'s queue budget), bound (max_conns alone) or budget (the queue budget alone)' },
+  'latency-budget': { type: 'string', value: 'MS', conv: positiveInt, dflt: String(DEFAULT_LATENCY_BUDGET_MS), help: 'with --overload: the protected stack\'s tunekit_latency_budget_ms (its bound: capacity x MS; its queue budget: MS)' },
+  burst: { type: 'boolean', help: `with --overload: a burst instead of the ladder: 0.5× for --step, ${BURST_MULTIPLE}× for ${BURST_S} s, 0.5× for --recovery, one run per stack` },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },
   md: { ...COMMON.md, dflt: 'loadtest/results/bench.md' },

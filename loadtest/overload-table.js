@@ -24,8 +24,9 @@ function stepRows(s) {
   });
 }
 
-/** One line per stack: the highest step against the lowest, and the recovery. */
+/** One line per stack: the highest step against the lowest, and the recovery (with --burst: what the burst did). */
 function headlines(doc) {
+  if (doc.overload.burst) return doc.overload.stacks.map(burstLine);
   return doc.overload.stacks.map((s) => {
     const low = s.steps[0];
     const top = s.steps[s.steps.length - 2];
@@ -37,17 +38,32 @@ function headlines(doc) {
   });
 }
 
+/** With --burst: the burst's requests refused, their served p99, the refusals after it, and how soon p99 was back. */
+function burstLine(s) {
+  const b = s.burst;
+  const [low, burst, after] = s.steps;
+  const r = s.recovery;
+  const kinds = kindsText(b.kinds);
+  const back = r.secondsToRecover == null ? `not back within ${after.durationS} s` : `back in ${r.secondsToRecover} s`;
+  return `${s.stack}: ${burst.multiple}× for ${burst.durationS} s (${int(b.requests)} requests): ${b.refused ? `${int(b.refused)} refused or lost (${kinds})` : 'none refused'}, ` +
+    `served p99 ${ms(b.servedP99Us)} ms (${ms(low.latencyUs.p99)} ms at ${low.multiple}× before); after it ${int(b.refusedAfter)} refused or lost; ` +
+    `p99 ${back} to ≤ ${r.factor}× the ${low.multiple}× figure`;
+}
+
 /** The lines above the tables: capacity, ladder, the machine. */
 function frame(doc) {
   const o = doc.overload;
   const cap = o.capacityRun ? `measured on ${o.capacityRun.stack} (${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
   const others = o.stacks.map((s) => (s.otherCores == null ? null : `${s.stack} ${fixed(s.otherCores, 1)}`)).filter(Boolean).join(', ');
+  const protectedSets = o.stacks.filter((s) => s.set).map((s) => `${s.stack}: ${s.set.join(', ')}`);
   return [
-    `capacity ${int(o.capacity)} req/s, ${cap}; ladder ${o.ladder.map((p) => `${p.multiple}× ${p.durationS} s`).join(' → ')}; ` +
+    ...protectedSets.map((t) => `protected stack, ${t} (bound and queue budget derived from them: docs/overload.md)`),
+    `capacity ${int(o.capacity)} req/s, ${cap}; ${o.burst ? 'burst' : 'ladder'} ${o.ladder.map((p) => `${p.multiple}× ${p.durationS} s`).join(' → ')}; ` +
       `each step's figures leave out its first quarter (queues filling); open loop up to ${int(doc.options.maxConnections)} connections, ` +
       `client timeout ${doc.options.timeout} s`,
     `other load, the most during any run of each stack (cores busy outside the stack and the generator): ${others || 'not measured'}; ` +
-      'each step\'s runs take turns across the stacks, the order rotated per step; the highest step and the 0.5× one are one run',
+      (o.burst ? 'the three steps are one run per stack, the stacks one after another' :
+        'each step\'s runs take turns across the stacks, the order rotated per step; the highest step and the 0.5× one are one run'),
   ];
 }
 

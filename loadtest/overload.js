@@ -27,30 +27,43 @@ const { SCENARIOS } = require('./scenarios');
 const { roundOrder } = require('./stats');
 const status = require('../lib/status');
 
-// The kit with its overload protection on (roles/tunekit/defaults/main/10-nginx.yml:
-// tunekit_nginx_upstream_max_conns); the other two stacks are the bench's stock and uds.
-const PROTECTED_SET = ['tunekit_nginx_upstream_max_conns=32'];
+// The kit with its overload protection on, by the kit's own recipe
+// (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
+// measured first, from which the definition derives the bound nginx lets through
+// (tunekit_nginx_upstream_max_conns = C × W, and the app's accept queue as deep)
+// and the runner's queue budget (tunekit_app_queue_budget_ms = W). Both, by
+// default: the bound refuses at nginx without a connection to the app, so the
+// app's accept queue never fills (with the budget alone it did, and nginx answered
+// 502 again: docs/overload.md); the budget keeps a served request's wait within W
+// when the app serves fewer than C a second (a neighbour, a slow dependency),
+// where the bound alone lets the wait grow to N / (the capacity left). --protect
+// bound or budget keeps one of the two, for comparison; one protected stack per
+// run keeps `bench --overload` within its time (three stacks).
+const PROTECT = {
+  both: { name: 'kit+bound+budget', set: (c, w) => [`tunekit_latency_budget_ms=${w}`, `tunekit_app_capacity_rps=${c}`] },
+  bound: { name: 'kit+bound', set: (c, w) => [`tunekit_latency_budget_ms=${w}`, `tunekit_app_capacity_rps=${c}`, 'tunekit_app_queue_budget_ms=0'] },
+  budget: { name: 'kit+budget', set: (c, w) => [`tunekit_app_queue_budget_ms=${w}`] },
+};
+const PROTECT_MODES = Object.keys(PROTECT);
+const DEFAULT_LATENCY_BUDGET_MS = 500;
 const STACKS = {
   stock: { describe: SCENARIOS.stock.describe, stack: SCENARIOS.stock.stack },
   kit: { describe: 'the kit\'s current values (uds), no overload protection', stack: SCENARIOS.uds.stack },
-  protected: {
-    describe: `the kit's values with overload protection (${PROTECTED_SET.join(', ')})`,
-    stack: { ...SCENARIOS.uds.stack, set: PROTECTED_SET },
-  },
 };
-const DEFAULT_STACKS = Object.keys(STACKS);
 
 /**
- * The stacks of a run: with `queueBudgetMs` (--queue-budget) the protected stack
- * refuses by queue time instead (tunekit_app_queue_budget_ms, roles/tunekit/defaults/main/00-app.yml:
- * the runner answers 503 to a request that waited longer), without the bound.
+ * The stacks of a run: stock, kit and the protected one, whose values need the
+ * capacity (`setFor(capacity)`), so it starts once the capacity is known.
  */
-function stacksFor({ queueBudgetMs } = {}) {
-  if (!queueBudgetMs) return STACKS;
-  const set = [`tunekit_app_queue_budget_ms=${queueBudgetMs}`];
+function stacksFor({ protect = 'both', latencyBudgetMs = DEFAULT_LATENCY_BUDGET_MS } = {}) {
+  const p = PROTECT[protect];
   return {
     ...STACKS,
-    protected: { describe: `the kit's values with overload protection by queue time (${set.join(', ')})`, stack: { ...SCENARIOS.uds.stack, set } },
+    [p.name]: {
+      describe: `the kit's values with overload protection (${p.set('C', latencyBudgetMs).join(', ')}; C: the capacity)`,
+      stack: SCENARIOS.uds.stack,
+      setFor: (capacity) => p.set(Math.max(1, Math.round(capacity)), latencyBudgetMs),
+    },
   };
 }
 const DEFAULT_MULTIPLES = [0.8, 1, 1.5, 2, 3];
@@ -201,40 +214,72 @@ function runsOf(phases) {
   return [...phases.slice(0, -2).map((p) => [p]), phases.slice(-2)];
 }
 
-// Run the overload bench. `o`: { stacks, multiples, stepS, recoveryS, capacity
+// The burst (--burst): BURST_MULTIPLE × the capacity for BURST_S, between two
+// steps at the recovery's 0.5×, one pacer run per stack, so what the burst queued
+// is still there after it. A burst absorbed is one with no request refused and the
+// queue drained (p99 back) soon after.
+const BURST_MULTIPLE = 10;
+const BURST_S = 1;
+
+/** The burst's steps: 0.5× for stepS (its first quarter left out), the burst, 0.5× for recoveryS. */
+function burstSteps(capacity, stepS, recoveryS) {
+  const at = (multiple) => Math.round(capacity * multiple);
+  return [
+    { multiple: RECOVERY_MULTIPLE, rate: at(RECOVERY_MULTIPLE), durationS: stepS, settleS: Math.floor(stepS / 4) },
+    { multiple: BURST_MULTIPLE, rate: at(BURST_MULTIPLE), durationS: BURST_S, settleS: 0, burst: true },
+    { multiple: RECOVERY_MULTIPLE, rate: at(RECOVERY_MULTIPLE), durationS: recoveryS, settleS: 0, recovery: true },
+  ];
+}
+
+/** What a burst did to one stack: its requests refused, served p99, refusals after it. */
+function burstSummary(stepsOut) {
+  const [, b, after] = stepsOut;
+  const refused = (p) => p.non2xx + p.errors + p.timeouts;
+  return {
+    requests: Math.round(b.rate * b.durationS), refused: refused(b), kinds: b.kinds, servedP99Us: b.latencyUs.p99,
+    refusedAfter: refused(after),
+  };
+}
+
+// Run the overload bench. `o`: { multiples, stepS, recoveryS, capacity
 // (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
-// workers, app, set, varsFiles, driver, progress, queueBudgetMs }.
+// workers, app, set, varsFiles, driver, progress, protect, latencyBudgetMs, burst }.
 async function runOverload(o) {
   const progress = o.progress;
   const { startStack } = loadStack();
   const defs = stacksFor(o);
+  const names = Object.keys(defs);
   const started = {};
   const results = [];
+  const start = async (name, capacity) => {
+    const { stack, describe, setFor } = defs[name];
+    progress.note(`bench --overload: starting the ${name} stack (${describe})`);
+    const set = [...(stack.set || []), ...(setFor ? setFor(capacity) : []), ...o.set];
+    started[name] = await startStack({ ...stack, set, workers: o.workers, module: o.app || null, varsFiles: o.varsFiles, port: 0 });
+    return set;
+  };
   try {
-    for (const name of o.stacks) {
-      const { stack, describe } = defs[name];
-      progress.note(`bench --overload: starting the ${name} stack (${describe})`);
-      started[name] = await startStack({ ...stack, set: [...(stack.set || []), ...o.set], workers: o.workers, module: o.app || null, varsFiles: o.varsFiles, port: 0 });
-    }
+    for (const name of names) if (!defs[name].setFor) await start(name);
     const targetOf = (name) => nginxTarget(name, started[name], defs[name].describe);
     let capacity = o.capacity;
     let capacityRun = null;
     if (!capacity) {
-      const name = started.kit ? 'kit' : o.stacks[0];
-      progress.start(`capacity of ${name} (${o.driver}, saturation)`, o.capacityS);
-      capacityRun = await measure(targetOf(name), { mode: 'saturation', driver: o.driver, duration: o.capacityS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
+      progress.start(`capacity of kit (${o.driver}, saturation)`, o.capacityS);
+      capacityRun = await measure(targetOf('kit'), { mode: 'saturation', driver: o.driver, duration: o.capacityS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
       progress.done();
       results.push({ ...capacityRun, role: 'capacity' });
       capacity = capacityRun.reqPerSec;
     }
-    const phases = ladder(capacity, o.multiples, o.stepS, o.recoveryS);
-    const samplers = Object.fromEntries(o.stacks.map((name) => [name, queueSampler(started[name])]));
-    const per = Object.fromEntries(o.stacks.map((name) => [name, { steps: [], last: null }]));
-    const groups = runsOf(phases);
+    const protectedSet = {};
+    for (const name of names) if (defs[name].setFor) protectedSet[name] = await start(name, capacity);
+    const phases = o.burst ? burstSteps(capacity, o.stepS, o.recoveryS) : ladder(capacity, o.multiples, o.stepS, o.recoveryS);
+    const samplers = Object.fromEntries(names.map((name) => [name, queueSampler(started[name])]));
+    const per = Object.fromEntries(names.map((name) => [name, { steps: [], last: null }]));
+    const groups = o.burst ? [phases] : runsOf(phases);
     for (let k = 0; k < groups.length; k++) {
       const group = groups[k];
       const durationS = group.reduce((a, p) => a + p.durationS, 0);
-      for (const name of roundOrder(o.stacks, k)) {
+      for (const name of roundOrder(names, k)) {
         progress.start(`${name}: ${group.map((p) => `${p.multiple}×`).join(' then ')} of ${Math.round(capacity)} req/s`, durationS);
         const r = await measure(targetOf(name), {
           mode: 'paced', rate: group[0].rate, duration: durationS, phases: group, connections: o.connections, maxConnections: o.maxConnections,
@@ -248,16 +293,20 @@ async function runOverload(o) {
         if (k === groups.length - 1) per[name].last = { r, stepsOut };
       }
     }
-    const out = o.stacks.map((name) => {
+    const out = names.map((name) => {
       const { steps: all, last } = per[name];
       const others = all.map((st) => st.otherCores).filter((x) => x != null);
       return {
-        stack: name, describe: defs[name].describe, steps: all,
+        stack: name, describe: defs[name].describe, ...(protectedSet[name] && { set: protectedSet[name] }), steps: all,
         recovery: recovery(last.r, last.stepsOut, all[0].latencyUs.p99),
+        ...(o.burst && { burst: burstSummary(last.stepsOut) }),
         otherCores: others.length ? Math.max(...others) : null,
       };
     });
-    return { capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null, ladder: phases, stacks: out, results };
+    return {
+      capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null,
+      ladder: phases, burst: Boolean(o.burst), stacks: out, results,
+    };
   } finally {
     for (const name of Object.keys(started).reverse()) {
       try {
@@ -269,4 +318,7 @@ async function runOverload(o) {
   }
 }
 
-module.exports = { runOverload, ladder, runsOf, connectionCap, steps, recovery, STACKS, stacksFor, DEFAULT_STACKS, DEFAULT_MULTIPLES, PROTECTED_SET, RECOVERY_MULTIPLE };
+module.exports = {
+  runOverload, ladder, runsOf, burstSteps, burstSummary, connectionCap, steps, recovery, STACKS, stacksFor,
+  PROTECT_MODES, DEFAULT_LATENCY_BUDGET_MS, DEFAULT_MULTIPLES, RECOVERY_MULTIPLE, BURST_MULTIPLE, BURST_S,
+};

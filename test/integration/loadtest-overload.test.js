@@ -1,9 +1,9 @@
 'use strict';
-// `tunekit bench --overload`, short: the three stacks (stock, kit, protected) each
-// through a two-step ladder and the recovery step, the stacks taking turns, reports
-// written, everything torn down. Invariants only: every request due in a step's
-// counted part is accounted for in that step, the protected stack refuses only with
-// 503, the queue sampler read every stack. The speed figures of a 2-second step on a
+// `tunekit bench --overload`, short: the three stacks (stock, kit, kit+bound+budget)
+// each through a two-step ladder and the recovery step, the stacks taking turns,
+// reports written, everything torn down; and --burst, one run per stack. Invariants
+// only: every request due in a step's counted part is accounted for in that step,
+// the protected stack refuses only with 503, the queue sampler read every stack. The speed figures of a 2-second step on a
 // shared machine mean nothing, and no test asserts them.
 
 const test = require('node:test');
@@ -16,15 +16,14 @@ const { spawn } = require('node:child_process');
 const ROOT = path.resolve(__dirname, '../..');
 const LIMIT_MS = 300000;
 
-test('bench --overload: stock, kit and protected through the ladder in turns, every request accounted for, reports written', async (t) => {
+/** Run `tunekit bench --overload ARGS` with its reports in a folder of the test's: the JSON report. */
+async function bench(t, args) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-overload-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const out = (ext) => path.join(dir, `bench-overload.${ext}`);
-  // A given capacity: no saturation run, and rates the generator keeps on any machine.
-  const args = ['bench', '--overload', '--capacity', '100', '--multiples', '0.5,2', '--step', '2', '--recovery', '2',
-    '--max-connections', '200', '--no-progress', '--json', out('json'), '--md', out('md'), '--html', out('html')];
+  const all = ['bench', '--overload', ...args, '--no-progress', '--json', out('json'), '--md', out('md'), '--html', out('html')];
   const r = await new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), ...all], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stdout.resume();
     child.stderr.on('data', (d) => { stderr += d; });
@@ -35,30 +34,51 @@ test('bench --overload: stock, kit and protected through the ladder in turns, ev
     });
   });
   assert.equal(r.code, 0, r.stderr);
-  const doc = JSON.parse(fs.readFileSync(out('json'), 'utf8'));
+  return { doc: JSON.parse(fs.readFileSync(out('json'), 'utf8')), md: fs.readFileSync(out('md'), 'utf8'), html: fs.readFileSync(out('html'), 'utf8') };
+}
+
+const PROTECTED = 'kit+bound+budget';
+
+test('bench --overload: stock, kit and kit+bound+budget through the ladder in turns, every request accounted for, reports written', async (t) => {
+  // A given capacity: no saturation run, and rates the generator keeps on any machine.
+  const { doc, md, html } = await bench(t, ['--capacity', '100', '--multiples', '0.5,2', '--step', '2', '--recovery', '2', '--max-connections', '200']);
   assert.equal(doc.kind, 'bench-overload');
   assert.equal(doc.overload.capacity, 100);
   assert.deepEqual(doc.overload.ladder.map((p) => [p.multiple, p.rate]), [[0.5, 50], [2, 200], [0.5, 50]]);
-  assert.deepEqual(doc.overload.stacks.map((s) => s.stack), ['stock', 'kit', 'protected']);
+  assert.deepEqual(doc.overload.stacks.map((s) => s.stack), ['stock', 'kit', PROTECTED]);
+  assert.deepEqual(doc.overload.stacks.find((s) => s.stack === PROTECTED).set, ['tunekit_latency_budget_ms=500', 'tunekit_app_capacity_rps=100']);
   // Two runs per stack (the first step; the second with the recovery), in turns: the order differs between them.
   const order = (step) => doc.results.filter((x) => x.step === step).map((x) => x.scenario);
-  assert.deepEqual([...order(0)].sort(), ['kit', 'protected', 'stock']);
-  assert.deepEqual([...order(1)].sort(), ['kit', 'protected', 'stock']);
+  assert.deepEqual([...order(0)].sort(), ['kit', PROTECTED, 'stock']);
+  assert.deepEqual([...order(1)].sort(), ['kit', PROTECTED, 'stock']);
   assert.notDeepEqual(order(0), order(1));
   for (const s of doc.overload.stacks) {
     assert.equal(s.steps.length, 3, s.stack);
     for (const p of s.steps) {
       const due = Math.round(p.rate * (p.durationS - p.settleS));
       assert.equal(p.ok + p.non2xx + p.errors + p.timeouts, due, `${s.stack} ${p.multiple}×: every request due in the step accounted for`);
-      if (s.stack === 'protected') assert.deepEqual(Object.keys(p.kinds).filter((k) => k.startsWith('HTTP ')).filter((k) => k !== 'HTTP 503'), [], 'refusals are 503');
+      if (s.stack === PROTECTED) assert.deepEqual(Object.keys(p.kinds).filter((k) => k.startsWith('HTTP ')).filter((k) => k !== 'HTTP 503'), [], 'refusals are 503');
     }
     assert.ok(s.steps.some((p) => p.queue.connections >= 50), `${s.stack}: the queue sampler read the generator`);
   }
-  const protectedRuns = doc.results.filter((x) => x.scenario === 'protected');
+  const protectedRuns = doc.results.filter((x) => x.scenario === PROTECTED);
   assert.ok(protectedRuns.every((x) => x.timeline.some((sec) => sec.sample && sec.sample.nginxActive != null)), 'stub_status sampled');
-  const md = fs.readFileSync(out('md'), 'utf8');
   assert.match(md, /## Steps/);
-  const html = fs.readFileSync(out('html'), 'utf8');
+  assert.match(md, /kit\+bound\+budget: tunekit_latency_budget_ms=500/);
   assert.match(html, /Goodput against offered load/);
   assert.match(html, /Served p99 against offered load/);
+});
+
+test('bench --overload --burst: 0.5x, 10x for 1 s, 0.5x in one run per stack; the burst\'s requests accounted for, what it did said per stack', async (t) => {
+  const { doc, md } = await bench(t, ['--burst', '--capacity', '20', '--step', '2', '--recovery', '3', '--max-connections', '300']);
+  assert.equal(doc.overload.burst, true);
+  assert.deepEqual(doc.overload.ladder.map((p) => [p.multiple, p.rate, p.durationS]), [[0.5, 10, 2], [10, 200, 1], [0.5, 10, 3]]);
+  assert.deepEqual(doc.results.map((x) => x.step), [0, 0, 0], 'one run per stack');
+  for (const s of doc.overload.stacks) {
+    const burst = s.steps[1];
+    assert.equal(burst.ok + burst.non2xx + burst.errors + burst.timeouts, 200, `${s.stack}: every request of the burst accounted for`);
+    assert.equal(s.burst.requests, 200);
+    assert.equal(s.burst.refused, burst.non2xx + burst.errors + burst.timeouts);
+    assert.match(md, new RegExp(`${s.stack.replace(/\+/g, '\\+')}: 10× for 1 s \\(200 requests\\)`));
+  }
 });

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { makeSchedule } = require('../../loadtest/pacer');
-const { ladder, runsOf, connectionCap, stacksFor } = require('../../loadtest/overload');
+const { ladder, runsOf, burstSteps, burstSummary, connectionCap, stacksFor } = require('../../loadtest/overload');
 const options = require('../../bin/load-options');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -93,15 +93,54 @@ test('the connection cap stays within the open-files limit', () => {
   assert.equal(connectionCap(2000, Infinity), 2000);
 });
 
-test('bench --overload --queue-budget MS: the protected stack refuses by queue time, without the bound; the others unchanged', () => {
-  const plain = stacksFor({});
-  assert.deepEqual(plain.protected.stack.set, ['tunekit_nginx_upstream_max_conns=32']);
-  const budget = stacksFor({ queueBudgetMs: options.parse('bench', options.BENCH, ['--overload', '--queue-budget', '500']).queueBudget });
-  assert.deepEqual(budget.protected.stack.set, ['tunekit_app_queue_budget_ms=500']);
-  assert.match(budget.protected.describe, /queue time \(tunekit_app_queue_budget_ms=500\)/);
-  assert.deepEqual([budget.stock, budget.kit], [plain.stock, plain.kit]);
-  // The stack it describes renders: the runner's settings carry the budget.
-  assert.equal(JSON.parse(files(budget.protected.stack.set)['app.json']).queueBudgetMs, 500);
+test('bench --overload: the protected stack is the kit\'s recipe, bound and queue budget derived from --latency-budget and the capacity', () => {
+  // The options as bench --overload hands them to the engine.
+  const parse = (...args) => {
+    const o = options.parse('bench', options.BENCH, ['--overload', ...args]);
+    return { protect: o.protect, latencyBudgetMs: o.latencyBudget };
+  };
+  const both = stacksFor(parse());
+  assert.deepEqual(Object.keys(both), ['stock', 'kit', 'kit+bound+budget']);
+  assert.deepEqual(both['kit+bound+budget'].setFor(1500.4), ['tunekit_latency_budget_ms=500', 'tunekit_app_capacity_rps=1500']);
+  // The set renders what the name says: 1,500 req/s x 500 ms = 750 requests at nginx and in the app's accept queue, the runner's budget 500 ms.
+  const f = files(both['kit+bound+budget'].setFor(1500));
+  assert.match(f['upstream.conf'], / max_conns=750;/);
+  assert.equal(JSON.parse(f['app.json']).queueBudgetMs, 500);
+  assert.equal(JSON.parse(f['app.json']).backlog, 750);
+
+  const bound = stacksFor(parse('--protect', 'bound', '--latency-budget', '200'))['kit+bound'];
+  const fb = files(bound.setFor(1000));
+  assert.match(fb['upstream.conf'], / max_conns=200;/);
+  assert.equal(JSON.parse(fb['app.json']).queueBudgetMs, 0);
+
+  const budget = stacksFor(parse('--protect', 'budget', '--latency-budget', '500'))['kit+budget'];
+  const fq = files(budget.setFor(1000));
+  assert.doesNotMatch(fq['upstream.conf'], /max_conns/);
+  assert.equal(JSON.parse(fq['app.json']).queueBudgetMs, 500);
+  assert.equal(JSON.parse(fq['app.json']).backlog, 4096, 'the budget alone keeps the kit\'s accept queue');
+  assert.deepEqual([budget.stack, both.stock, both.kit], [both['kit+bound+budget'].stack, stacksFor(parse('--protect', 'bound')).stock, stacksFor(parse('--protect', 'bound')).kit]);
+  assert.throws(() => options.parse('bench', options.BENCH, ['--overload', '--protect', 'all']), /--protect/);
+});
+
+test('bench --overload --burst: 0.5x, 10x for 1 s, 0.5x, in one run; what the burst did, per stack', () => {
+  const steps = burstSteps(400, 20, 10);
+  assert.deepEqual(steps.map((p) => [p.multiple, p.rate, p.durationS, p.settleS]), [[0.5, 200, 20, 5], [10, 4000, 1, 0], [0.5, 200, 10, 0]]);
+  const step = (over) => ({ non2xx: 0, errors: 0, timeouts: 0, kinds: {}, latencyUs: { p99: 1000 }, ...over });
+  const out = burstSummary([step(), { ...step({ non2xx: 30, timeouts: 2, kinds: { 'HTTP 503': 30, timeout: 2 }, latencyUs: { p99: 900000 } }), rate: 4000, durationS: 1 }, step({ non2xx: 5 })]);
+  assert.deepEqual(out, { requests: 4000, refused: 32, kinds: { 'HTTP 503': 30, timeout: 2 }, servedP99Us: 900000, refusedAfter: 5 });
+});
+
+test('per-client fairness is rendered only when set: the zones in client.conf (http), the limits in proxy.conf (the app\'s locations)', () => {
+  const off = files([]);
+  assert.doesNotMatch(off['client.conf'] + off['proxy.conf'], /limit_req|limit_conn/);
+  const on = files(['tunekit_nginx_limit_req_rate=10r/s', 'tunekit_nginx_limit_conn=4']);
+  assert.match(on['client.conf'], /^limit_req_zone \$binary_remote_addr zone=tunekit_client_rate:10m rate=10r\/s;$/m);
+  assert.match(on['client.conf'], /^limit_conn_zone \$binary_remote_addr zone=tunekit_client_conn:10m;$/m);
+  assert.match(on['proxy.conf'], /^limit_req zone=tunekit_client_rate burst=10 nodelay;\nlimit_req_status 429;$/m, 'the burst: one second of the rate');
+  assert.match(on['proxy.conf'], /^limit_conn tunekit_client_conn 4;\nlimit_conn_status 429;$/m);
+  const rateOnly = files(['tunekit_nginx_limit_req_rate=600r/m']);
+  assert.match(rateOnly['proxy.conf'], /burst=0 nodelay/);
+  assert.doesNotMatch(rateOnly['client.conf'] + rateOnly['proxy.conf'], /limit_conn/);
 });
 
 test('bench --multiples: ascending numbers above 0; the overload options need --overload', () => {
