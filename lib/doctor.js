@@ -190,8 +190,11 @@ const CHECKS = [
  * CHECKS where it has one (a case per upstream, location or listen, in the
  * host's own words), else by the one evaluator over the live set the `# Live:`
  * lines read (lib/live/evaluate.js). rules: { evaluated: [id], total,
- * notEvaluated: [{ id, missing: [{ variable, why }] }] }, what doctor could not
- * evaluate here and why.
+ * notEvaluated: [{ id, missing: [{ variable, why }] }], verdicts: [{ id, level,
+ * broken, says, values }] }: what doctor could not evaluate here and why, and
+ * the verdict on each rule it evaluated (says: the rule's text, when broken; values:
+ * the variables it was evaluated over, for a rule with several cases the first
+ * broken one's) — what lib/textfile.js writes for Prometheus.
  * asRoot: the command line as root, the fix of a read only root may make.
  * table, definition: the rule table and the definition (a copy, in tests).
  */
@@ -207,6 +210,8 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     broken: (id, vars) => rules.broken(table.get(id), vars, env),
   };
   const out = [];
+  // Per rule with checks of its own: how many cases, and the verdict (the first
+  // broken case's, else the first case's).
   const cases = new Map();
   for (const check of CHECKS) {
     if (check.run) {
@@ -216,21 +221,31 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     const rule = table.get(check.rule);
     if (!rule) continue;
     for (const c of check.cases(facts, ctx)) {
-      cases.set(rule.id, (cases.get(rule.id) || 0) + 1);
-      if (!rules.broken(rule, c.vars, env)) {
+      const seen = cases.get(rule.id);
+      const broken = rules.broken(rule, c.vars, env);
+      const says = broken ? rules.says(rule, c.vars, env) : null;
+      if (!seen || (broken && !seen.broken)) cases.set(rule.id, { count: (seen ? seen.count : 0) + 1, broken, says, values: c.vars });
+      else seen.count++;
+      if (!broken) {
         if (c.ok) out.push({ id: check.id, level: 'ok', what: c.ok });
       } else {
-        out.push({ id: check.id, level: rule.level, what: `${c.where}: ${rules.says(rule, c.vars, env)}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
+        out.push({ id: check.id, level: rule.level, what: `${c.where}: ${says}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
       }
     }
   }
-  const coverage = { evaluated: [], total: list.length, notEvaluated: [] };
-  for (const r of evaluate(liveVariables(facts, definition), { table: list, env })) {
+  const coverage = { evaluated: [], total: list.length, notEvaluated: [], verdicts: [] };
+  const live = liveVariables(facts, definition);
+  for (const r of evaluate(live, { table: list, env })) {
     const checks = CHECKS.filter((c) => c.rule === r.id);
     if (checks.length) {
       // A rule with checks of its own counts where they had a case to evaluate.
-      if (cases.get(r.id)) coverage.evaluated.push(r.id);
-      else coverage.notEvaluated.push({ id: r.id, missing: r.evaluated ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((c) => c.reads).join('; ')})` }] : r.missing });
+      const c = cases.get(r.id);
+      if (c) {
+        coverage.evaluated.push(r.id);
+        coverage.verdicts.push({ id: r.id, level: r.rule.level, broken: c.broken, says: c.says, values: c.values });
+      } else {
+        coverage.notEvaluated.push({ id: r.id, missing: r.evaluated ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((k) => k.reads).join('; ')})` }] : r.missing });
+      }
       continue;
     }
     if (!r.evaluated) {
@@ -238,6 +253,7 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
       continue;
     }
     coverage.evaluated.push(r.id);
+    coverage.verdicts.push({ id: r.id, level: r.rule.level, broken: r.broken, says: r.says, values: Object.fromEntries(rules.reads(r.rule).map((k) => [k, live.values[k]])) });
     out.push(r.broken
       ? { id: r.id, level: r.rule.level, what: `${r.read.join(', ')}: ${r.says}`, fix: `change it where doctor read it: ${r.from.filter((f) => f !== "the kit's own table").join('; ')}` }
       : { id: r.id, level: 'ok', what: `holds: ${r.read.filter((x, i) => r.from[i] !== "the kit's own table").join(', ')}` });

@@ -61,24 +61,6 @@ function referenceTrees(ctx) {
   return { files, dirs };
 }
 
-// nginx's defaults for the directives the accept-queue sampler reads (a host's
-// files may leave them out) and the Node buffer of the app's idle close, from the
-// definition: it runs on hosts with Node's built-ins only, so it gets them as
-// data beside it.
-const SAMPLER_DEFAULTS = 'metrics/defaults.json';
-
-function samplerDefaults() {
-  const { upstreamDefault } = require('./config/rules');
-  const content = {
-    generated: 'by `npm run generate` from the "Upstream default:" lines of roles/tunekit/defaults/main/, tunekit_nginx_versions and tunekit_node_versions; do not edit by hand',
-    upstreamKeepaliveTimeoutS: upstreamDefault('tunekit_nginx_upstream_keepalive_timeout_s'),
-    workerConnections: upstreamDefault('tunekit_nginx_worker_connections'),
-    upstreamKeepaliveDefaultSince: config.loadDefaults().tunekit_nginx_versions.features.upstream_keepalive_default.since,
-    nodeKeepaliveBuffer: (({ since, backported, ms }) => ({ since, backported, ms }))(config.loadDefaults().tunekit_node_versions.features.keepalive_timeout_buffer),
-  };
-  return { file: SAMPLER_DEFAULTS, content: `${JSON.stringify(content, null, 2)}\n` };
-}
-
 const GENERATORS = [
   {
     what: 'the Ansible roles\' per-app values and loop, from the # Per app: lines',
@@ -105,10 +87,6 @@ const GENERATORS = [
         section(ctx, vartable.VERSION_DOCUMENT, vartable.versionTable(), vartable.VERSION_START, vartable.VERSION_END),
       ],
     }),
-  },
-  {
-    what: "nginx's defaults and Node's keep-alive buffer for the accept-queue sampler, from the definition",
-    run: () => ({ files: [samplerDefaults()] }),
   },
   {
     what: 'the stock profile, from the # Stock: lines',

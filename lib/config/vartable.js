@@ -60,7 +60,7 @@ function liveTable(definition = readDefinition(), table = rules.load()) {
   };
   const ruleRows = table.map((r) => {
     const gaps = rules.reads(r).map(notLive).filter(Boolean);
-    return `| \`${r.id}\` | ${rules.reads(r).map((k) => `\`${k}\``).join(', ')} | ${gaps.length ? `no: ${gaps.join('; ')}` : 'yes'} |`;
+    return `| <a id="rule-${r.id}"></a>\`${r.id}\` | ${rules.reads(r).map((k) => `\`${k}\``).join(', ')} | ${gaps.length ? `no: ${gaps.join('; ')}` : 'yes'} |`;
   });
   const read = [...new Set(table.flatMap(rules.reads))];
   const sourceRows = definition.filter((d) => read.includes(d.key) && d.live && d.live[0].kind !== 'no')

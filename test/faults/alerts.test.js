@@ -2,7 +2,7 @@
 // The shipped alerts (metrics/tunekit.rules.yml) on the faults this suite makes,
 // through the parts a host runs: a real Prometheus (Debian's) scraping mtail over
 // nginx's logs (metrics/nginx.mtail), Debian's node_exporter reading the queue
-// sampler's textfile (metrics/queue-sampler.js), prometheus-nginx-exporter on the
+// sampler's textfile (metrics/queue-sampler.js: doctor's evaluation of every rule), prometheus-nginx-exporter on the
 // stub_status listener and the runner's own endpoint, job names as
 // docs/observability.md sets them up. Each case has a fresh stack, exporters and
 // Prometheus (a fresh TSDB: one fault's counters never linger in the next one's
@@ -32,8 +32,9 @@ const { nginxBinary } = require('../../lib/nginx');
 const { freePorts, alive, signal } = require('../../lib/proc');
 const { startPrometheus } = require('../lib/prometheus');
 const { until } = require('../lib/util');
-const { stopAfter, startHashStack, nofileLowering, loadedChildren } = require('./stack');
+const { stopAfter, startHashStack, nofileLowering, loadedChildren, doctor } = require('./stack');
 const queueWait = require('../lib/queue-wait');
+const { raceByHand } = require('../lib/race-by-hand');
 
 const ROOT = path.resolve(__dirname, '../..');
 const RULES = path.join(ROOT, 'metrics/tunekit.rules.yml');
@@ -121,8 +122,8 @@ async function observe(t, stack) {
   // Every source answers, the sampler's file is read and nginx's stub_status is up.
   const since = Date.now();
   for (const job of Object.keys(jobs)) await prom.scrapedAfter(job, since, FIRE_WITHIN_MS);
-  await until('the sampler\'s tunekit_setting and nginx_up = 1 in Prometheus', async () => (
-    (await prom.query('tunekit_setting')).length > 0 && (await prom.query('nginx_up == 1')).length === 1), FIRE_WITHIN_MS, 250);
+  await until('the sampler\'s tunekit_rule_broken and nginx_up = 1 in Prometheus', async () => (
+    (await prom.query('tunekit_rule_broken')).length > 0 && (await prom.query('nginx_up == 1')).length === 1), FIRE_WITHIN_MS, 250);
   return { prom, dir };
 }
 
@@ -209,6 +210,10 @@ test('healthy stack under a bounded load: no alert fires', { timeout: 180_000 },
   }, FIRE_WITHIN_MS, 250);
   await evaluationsAfter(prom, Date.now(), seen);
   assert.deepEqual([...seen], [], `no alert fired on a healthy stack (seen: ${[...seen].join(', ')})`);
+  // doctor's rules, evaluated by the sampler: every one holds, the keep-alive race among them.
+  const verdicts = await prom.query('tunekit_rule_broken');
+  assert.ok(verdicts.some((v) => v.labels.rule === 'keepalive-race'), `keepalive-race is evaluated: ${verdicts.map((v) => v.labels.rule).join(', ')}`);
+  assert.deepEqual(verdicts.filter((v) => v.value !== 0).map((v) => v.labels.rule), [], 'no rule is broken');
 });
 
 test('socket file deleted under load: TunekitSocketRebound and TunekitSocketMissing fire', { timeout: 180_000 }, async (t) => {
@@ -258,23 +263,25 @@ test('app open-files limit too low (EMFILE): TunekitWorkerNearFileLimit and Tune
   assert.deepEqual(stack.pids().app.slice(1), children, 'the app workers are the same processes');
 });
 
-test('nginx\'s default upstream keepalive_timeout (no line) in front of an app on Node\'s default 5 s: TunekitDriftKeepaliveRace fires', { timeout: 180_000 }, async (t) => {
-  // Files edited by hand the common way: the app's keepAliveTimeout back at Node's
-  // default, the upstream block's keepalive_timeout line gone (nginx keeps idle
-  // connections its default 60 s). The sampler must count the line left out.
-  const handEdit = (vars) => {
-    const app = vars.tunekit_app_config_path;
-    fs.writeFileSync(app, `${JSON.stringify({ ...JSON.parse(fs.readFileSync(app, 'utf8')), keepAliveTimeoutMs: 5000 }, null, 2)}\n`);
-    const upstream = path.join(vars.tunekit_nginx_include_dir, 'upstream.conf');
-    const text = fs.readFileSync(upstream, 'utf8');
-    assert.match(text, /^\s*keepalive_timeout \S+;$/m);
-    fs.writeFileSync(upstream, text.replace(/^\s*keepalive_timeout \S+;$/m, ''));
-  };
-  const stack = await startHashStack(t, { workers: 1, beforeStart: handEdit });
+test('the keep-alive race by hand (no keepalive_timeout line: nginx\'s 60 s; the app at 5 s): doctor fails keepalive-race, TunekitRuleBroken fires with its text', { timeout: 180_000 }, async (t) => {
+  // Files edited by hand (test/lib/race-by-hand.js). The sampler is doctor's evaluation:
+  // it must count the line left out at nginx's default, as doctor does.
+  const stack = await startHashStack(t, { workers: 1, beforeStart: raceByHand });
+  const fails = doctor(stack).filter((f) => f.level === 'fail');
+  assert.deepEqual(fails.map((f) => f.id), ['keepalive-race'], `doctor fails keepalive-race alone: ${JSON.stringify(fails)}`);
   const { prom } = await observe(t, stack);
   // The race itself (TunekitKeepaliveRace) needs a request to meet the app's close:
   // it may fire; the values in force say so every time.
-  await expectAlerts(t, prom, ['TunekitDriftKeepaliveRace'], ['TunekitKeepaliveRace'], () => burst(stack.url, 8));
+  await expectAlerts(t, prom, ['TunekitRuleBroken'], ['TunekitKeepaliveRace'], () => burst(stack.url, 8));
+  const alerts = (await prom.api('/api/v1/alerts')).alerts.filter((a) => a.labels.alertname === 'TunekitRuleBroken');
+  assert.deepEqual(alerts.map((a) => a.labels.rule), ['keepalive-race'], 'the one broken rule is the one alerted on');
+  const [alert] = alerts;
+  // The same rule, with the same text: doctor's finding is where it read the values, then the rule's text.
+  assert.ok(alert.labels.says && fails[0].what.includes(`: ${alert.labels.says}`), `doctor's finding holds the alert's text:\n${fails[0].what}\n${alert.labels.says}`);
+  assert.ok(alert.annotations.description.startsWith(alert.labels.says), alert.annotations.description);
+  assert.equal(alert.labels.severity, 'critical', 'a fail rule is critical');
+  assert.equal(alert.annotations.runbook, 'docs/variables.md#rule-keepalive-race');
+  t.diagnostic(`TunekitRuleBroken{rule="keepalive-race"}: ${alert.annotations.description}`);
 });
 
 test('nginx worker_connections too low: TunekitNginxOutOfConnections fires', { timeout: 180_000 }, async (t) => {

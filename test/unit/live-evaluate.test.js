@@ -146,7 +146,7 @@ test('adding a rule is a row in the table: render refuses it and doctor reports 
   assert.ok(coverage.evaluated.includes('pool-timeout-floor'));
   assert.equal(coverage.total, table.length + 1);
   // The docs' table (npm run generate) lists it as evaluated live.
-  assert.match(vartable.liveTable(undefined, copy), /\| `pool-timeout-floor` \| `tunekit_nginx_upstream_keepalive_timeout_s`, `tunekit_nginx_worker_connections` \| yes \|/);
+  assert.match(vartable.liveTable(undefined, copy), /\| <a id="rule-pool-timeout-floor"><\/a>`pool-timeout-floor` \| `tunekit_nginx_upstream_keepalive_timeout_s`, `tunekit_nginx_worker_connections` \| yes \|/);
 });
 
 test("the app's service's stop timeout (systemctl show) and Node's keep-alive buffer derived from its live version", () => {

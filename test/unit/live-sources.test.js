@@ -53,8 +53,8 @@ test("the docs' table marks a rule live exactly when every variable it reads has
   ];
   const text = vartable.liveTable(definition, table);
   assert.match(text, /\*\*1 of 3\*\*/);
-  assert.match(text, /\| `both-live` \| `tunekit_a` \| yes \|/);
-  assert.match(text, /\| `one-not` \| `tunekit_a`, `tunekit_b` \| no: `tunekit_b`: only the pod has it \|/);
-  assert.match(text, /\| `unlined` \| `tunekit_c` \| no: `tunekit_c`: no `# Live:` line \|/);
+  assert.match(text, /\| <a id="rule-both-live"><\/a>`both-live` \| `tunekit_a` \| yes \|/);
+  assert.match(text, /\| <a id="rule-one-not"><\/a>`one-not` \| `tunekit_a`, `tunekit_b` \| no: `tunekit_b`: only the pod has it \|/);
+  assert.match(text, /\| <a id="rule-unlined"><\/a>`unlined` \| `tunekit_c` \| no: `tunekit_c`: no `# Live:` line \|/);
   assert.match(text, /\| `tunekit_a` \| sysctl `net.core.somaxconn` \|/);
 });

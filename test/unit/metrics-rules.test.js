@@ -18,7 +18,11 @@ const { readDefinition } = require('../../lib/config/definition');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { runCommand } = require('../lib/util');
-const sampler = require('../../metrics/queue-sampler');
+const textfile = require('../../lib/textfile');
+const doctor = require('../../lib/doctor');
+const rules = require('../../lib/config/rules');
+const { nginxBinary } = require('../../lib/nginx');
+const { raceByHand } = require('../lib/race-by-hand');
 
 const METRICS = path.join(ROOT, 'metrics');
 const RULES = path.join(METRICS, 'tunekit.rules.yml');
@@ -37,8 +41,8 @@ function tmpdir(t) {
 }
 
 const promtool = (args, opts) => runCommand(PROMTOOL, args, { timeoutMs: 60_000, ...opts });
-const rules = () => YAML.parse(fs.readFileSync(RULES, 'utf8')).groups.flatMap((g) => g.rules);
-const alerts = () => rules().filter((r) => r.alert);
+const promRules = () => YAML.parse(fs.readFileSync(RULES, 'utf8')).groups.flatMap((g) => g.rules);
+const alerts = () => promRules().filter((r) => r.alert);
 
 /** The anchors GitHub gives docs/observability.md's headings. */
 function anchors() {
@@ -50,7 +54,7 @@ test('promtool check rules accepts the rules file', async () => {
   assert.ok(fs.existsSync(PROMTOOL), `promtool is not installed; ${SETUP}`);
   const r = await promtool(['check', 'rules', RULES]);
   assert.equal(r.code, 0, r.out);
-  assert.match(r.out, new RegExp(`SUCCESS: ${rules().length} rules found`));
+  assert.match(r.out, new RegExp(`SUCCESS: ${promRules().length} rules found`));
 });
 
 test('promtool test rules: every alert fires on its failure\'s series, and a broken alert fails the tests', async (t) => {
@@ -86,17 +90,27 @@ test('every alert names a variable of the definition and links a section of docs
     assert.ok(description.endsWith(`See ${docs}`), `${a.alert}: the description ends with its link`);
     assert.ok(sections.has(m[1]), `${a.alert}: docs/observability.md has no section #${m[1]}`);
     assert.match(description, /Confirm: tunekit (doctor|logs)/, `${a.alert}: says how to confirm it`);
-    assert.ok(['warning', 'critical'].includes(a.labels.severity), `${a.alert}: severity`);
+    // TunekitRuleBroken's severity is its rule's level (the textfile's label).
+    const severity = a.labels.severity === '{{ if eq $labels.level "fail" }}critical{{ else }}warning{{ end }}' ? 'by level' : a.labels.severity;
+    assert.ok(['warning', 'critical', 'by level'].includes(severity), `${a.alert}: severity`);
   }
+});
+
+test('TunekitRuleBroken links each rule of the table to its row in docs/variables.md', () => {
+  const a = alerts().find((x) => x.alert === 'TunekitRuleBroken');
+  assert.equal(a.annotations.runbook, 'docs/variables.md#rule-{{ $labels.rule }}');
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/variables.md'), 'utf8');
+  for (const r of rules.load()) assert.ok(doc.includes(`<a id="rule-${r.id}"></a>`), `docs/variables.md has no anchor rule-${r.id} (npm run generate)`);
 });
 
 test('every metric the rules read from nginx\'s logs or the sampler is one they write', () => {
   const mtail = new Set([...fs.readFileSync(MTAIL_PROG, 'utf8').matchAll(/^(?:counter|histogram|gauge) (\w+)/gm)].map((m) => m[1]));
-  const written = sampler.format([{ kind: 'unix', socket: '/s', sockets: 1, queued: 0, limit: 1 }], [{ layer: 'app', name: 'x', value: 1 }]);
+  const written = textfile.format([{ kind: 'unix', socket: '/s', sockets: 1, queued: 0, limit: 1 }],
+    { verdicts: [{ id: 'x', level: 'fail', broken: true, says: 'x', values: { tunekit_x: 1 } }], notEvaluated: [{ id: 'y', missing: [{ variable: 'tunekit_y', why: 'y' }] }] });
   const sampled = new Set([...written.matchAll(/^# TYPE (\w+)/gm)].map((m) => m[1]));
-  const exprs = [...rules().map((r) => r.expr), ...JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')).panels.flatMap((p) => (p.targets || []).map((x) => x.expr))];
+  const exprs = [...promRules().map((r) => r.expr), ...JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')).panels.flatMap((p) => (p.targets || []).map((x) => x.expr))];
   for (const e of exprs) {
-    for (const [name] of e.matchAll(/\btunekit_(?:nginx|listen|setting)\w*/g)) {
+    for (const [name] of e.matchAll(/\btunekit_(?:nginx|listen|rule)_\w*/g)) {
       const base = name.replace(/_(bucket|sum|count)$/, '');
       assert.ok(mtail.has(base) || sampled.has(base), `${name} (in ${e}) is written by neither metrics/nginx.mtail nor the sampler`);
     }
@@ -177,121 +191,106 @@ test('mtail counts upstream failures by cause, responses by class, handshakes on
   assert.equal(value('tunekit_nginx_upstream_response_seconds_bucket{le="0.0025"}'), 2);
 });
 
-test('the sampler reads ss\'s listening sockets: Recv-Q waiting, Send-Q the limit; with reuseport the fullest queue', () => {
-  const unix = sampler.parseSs('unix', 'u_str LISTEN 3      5      /run/x/app.sock 1234 * 0\nu_str ESTAB 0 0 /run/x/app.sock 1235 * 1236\n');
-  assert.deepEqual(unix, [{ kind: 'unix', local: '/run/x/app.sock', queued: 3, limit: 5 }]);
-  const tcp = sampler.parseSs('tcp', 'LISTEN 0 4096 0.0.0.0:80 0.0.0.0:*\nLISTEN 7 4096 0.0.0.0:80 0.0.0.0:*\nLISTEN 1 511 127.0.0.1:8080 0.0.0.0:*\n');
-  const q = sampler.queues([{ kind: 'tcp', socket: '80' }, { kind: 'tcp', socket: '127.0.0.1:8080' }, { kind: 'unix', socket: '/gone.sock' }], tcp);
+test('the sampler\'s queues: per socket asked for, from doctor\'s listeners; with reuseport the fullest; after a re-bind the one at the path', () => {
+  // lib/live/sockets.js listeners(): Recv-Q is `queued`, Send-Q the `backlog`.
+  const tcp = [
+    { kind: 'tcp', local: '0.0.0.0:80', queued: 0, backlog: 4096 },
+    { kind: 'tcp', local: '0.0.0.0:80', queued: 7, backlog: 4096 },
+    { kind: 'tcp', local: '127.0.0.1:8080', queued: 1, backlog: 511 },
+  ];
+  const q = textfile.queues([{ kind: 'tcp', socket: '80' }, { kind: 'tcp', socket: '127.0.0.1:8080' }, { kind: 'unix', socket: '/gone.sock' }], tcp, () => null);
   assert.deepEqual(q, [
     { kind: 'tcp', socket: '80', sockets: 2, queued: 7, limit: 4096 },
     { kind: 'tcp', socket: '127.0.0.1:8080', sockets: 1, queued: 1, limit: 511 },
     { kind: 'unix', socket: '/gone.sock', sockets: 0, queued: null, limit: null },
   ]);
+  // A re-bind leaves the old socket listening under the same name, its file gone:
+  // the one bound to the inode at the path counts.
+  const unix = [
+    { kind: 'unix', local: '/run/x/app.sock', queued: 0, backlog: 4096, ino: 77 },
+    { kind: 'unix', local: '/run/x/app.sock', queued: 5, backlog: 4096, ino: 78 },
+  ];
+  assert.deepEqual(textfile.queues([{ kind: 'unix', socket: '/run/x/app.sock' }], unix, () => 77),
+    [{ kind: 'unix', socket: '/run/x/app.sock', sockets: 1, queued: 0, limit: 4096 }]);
 });
 
-test('the sampler reads the runner\'s socket by the name it was bound with (PATH~PID) and, after a re-bind, by the inode at the path', () => {
-  // The runner binds under PATH~PID and renames the file to PATH (app/socket.js bindName); a
-  // re-bind leaves the old socket listening under the same name, its file gone.
-  const name = require('../../app/socket').bindName('/run/x/app.sock', 4242);
-  assert.equal(name, '/run/x/app.sock~4242');
-  const unix = sampler.parseSs('unix', [
-    `u_str LISTEN 0 4096 ${name} 1234 * 0 users:(("node",pid=4242,fd=19)) <-> ino:77 dev:0/2049 peers:`,
-    `u_str LISTEN 5 4096 ${name} 1240 * 0 users:(("node",pid=4242,fd=23)) <-> ino:78 dev:0/2049 peers:`,
-  ].join('\n'));
-  assert.deepEqual(unix.map((s) => [s.local, s.ino, s.queued]), [['/run/x/app.sock', 77, 0], ['/run/x/app.sock', 78, 5]]);
-  const q = sampler.queues([{ kind: 'unix', socket: '/run/x/app.sock' }], unix, () => 78);
-  assert.deepEqual(q, [{ kind: 'unix', socket: '/run/x/app.sock', sockets: 1, queued: 5, limit: 4096 }]);
-});
+/**
+ * The kit's nginx and app files rendered under dir (a prefix tree nginx -T reads
+ * as any user), edited by `edit(vars)`; the sampler's options over them.
+ */
+function renderedHost(dir, edit = () => {}) {
+  const { vars } = renderer.render(config.resolve(), dir, { prefix: true, layers: ['nginx', 'app'] });
+  edit(vars);
+  return { vars, opts: { nginxConf: path.join(vars.tunekit_nginx_conf_dir, 'nginx.conf'), nginxBin: nginxBinary(), appConfig: vars.tunekit_app_config_path } };
+}
 
-test('the sampler counts a directive the nginx files leave out at nginx\'s default, and only upstream blocks that pool', (t) => {
-  // The host the keep-alive race alert must see: an upstream block with `keepalive 8`
-  // and no keepalive_timeout (nginx keeps idle connections 60 s) in front of an app
-  // that closes them after Node's default 5 s.
+/** The sample's tunekit_rule_broken lines: { rule: { level, says, value } }. */
+function verdicts(text) {
+  const out = {};
+  for (const m of text.matchAll(/^tunekit_rule_broken\{rule="([^"]+)",level="(\w+)",says="((?:[^"\\]|\\.)*)"\} ([01])$/gm)) {
+    out[m[1]] = { level: m[2], says: m[3].replace(/\\"/g, '"').replace(/\\n/g, '\n').replace(/\\\\/g, '\\'), value: Number(m[4]) };
+  }
+  return out;
+}
+
+test('the sampler writes doctor\'s verdict on every rule doctor evaluates, and nothing for the rest; its file is valid text format', async (t) => {
   const dir = tmpdir(t);
-  const app = path.join(dir, 'app.json');
-  fs.writeFileSync(app, JSON.stringify({ listen: 'unix:/run/app/app.sock', keepAliveTimeoutMs: 5000, headersTimeoutMs: 60000, backlog: 511 }));
-  const conf = (upstream) => {
-    const file = path.join(dir, 'nginx.conf');
-    fs.writeFileSync(file, `events { }\nhttp {\n  upstream app {\n    server unix:/run/app/app.sock;\n${upstream}  }\n}\n`);
-    return file;
-  };
-  const defaults = sampler.readDefaults(sampler.DEFAULTS_FILE);
-  const nginx = (version) => ({ defaults, version });
-  const value = (upstream, version, name = 'upstream_keepalive_timeout_seconds') => {
-    const got = sampler.settings({ appConfig: app, nginxConf: conf(upstream), nginx: version === null ? null : nginx(version) });
-    return (got.find((s) => s.name === name) || {}).value;
-  };
-  const definition = readDefinition();
-  const upstreamDefault = (key) => Number(/^\d+/.exec(definition.find((d) => d.key === key).upstream)[0]);
-  assert.equal(defaults.upstreamKeepaliveTimeoutS, upstreamDefault('tunekit_nginx_upstream_keepalive_timeout_s'));
-  assert.equal(value('    keepalive 8;\n', '1.22.1'), defaults.upstreamKeepaliveTimeoutS, 'a pool without keepalive_timeout keeps connections for nginx\'s default');
-  assert.equal(value('    keepalive 8;\n    keepalive_timeout 4s;\n', '1.22.1'), 4);
-  assert.equal(value('', '1.22.1'), undefined, 'before 1.29.7 a block without keepalive keeps no idle connection: no race');
-  assert.equal(value('    keepalive_timeout 75s;\n', '1.22.1'), undefined, 'a keepalive_timeout without a pool is no race either');
-  assert.equal(value('', '1.30.0'), defaults.upstreamKeepaliveTimeoutS, 'from 1.29.7 every upstream block pools by default');
-  assert.equal(value('', '1.29.7'), defaults.upstreamKeepaliveTimeoutS);
-  assert.equal(value('', '1.29.6'), undefined);
-  assert.equal(value('    keepalive 8;\n', null), undefined, 'without nginx\'s defaults a value left out is not guessed');
-  assert.equal(value('', '1.22.1', 'worker_connections'), upstreamDefault('tunekit_nginx_worker_connections'));
-  // The app's idle close: keepAliveTimeout plus what its Node adds (this Node's, the host's).
-  const buffer = sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer);
-  assert.equal(value('    keepalive 8;\n', '1.22.1', 'keepalive_close_seconds'), 5 + buffer / 1000);
-  assert.equal(value('    keepalive 8;\n', null, 'keepalive_close_seconds'), undefined, 'without the facts, no close time is guessed');
-  const nodeBuffer = (version) => sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer, version, undefined);
-  assert.deepEqual(['18.20.4', '20.17.0', '20.18.0', '20.20.2', '21.7.3', '22.8.0', '22.9.0', '24.22.2'].map(nodeBuffer),
-    [0, 0, 1000, 1000, 0, 0, 1000, 1000]);
-  assert.equal(sampler.nodeKeepaliveBufferMs(defaults.nodeKeepaliveBuffer, '24.22.2', 2500), 2500, 'server.keepAliveTimeoutBuffer where Node has it');
-  assert.equal(value('', null, 'worker_connections'), undefined);
-
-  // Through the command as its unit runs it: nginx's version asked of the binary.
-  const textfiles = fs.mkdtempSync(path.join(dir, 'tf-'));
-  conf('    keepalive 8;\n');
-  const bin = path.join(dir, 'nginx');
-  fs.writeFileSync(bin, '#!/bin/sh\necho "nginx version: nginx/1.22.1" >&2\n', { mode: 0o755 });
-  const run = (extra) => require('node:child_process').spawnSync(process.execPath, [require.resolve('../../metrics/queue-sampler'),
-    '--textfile-dir', textfiles, '--app-config', app, '--nginx-conf', path.join(dir, 'nginx.conf'), '--once', ...extra], { encoding: 'utf8' });
-  const ok = run(['--nginx-bin', bin]);
-  assert.equal(ok.status, 0, ok.stderr);
-  const text = fs.readFileSync(path.join(textfiles, sampler.FILE_NAME), 'utf8');
-  assert.match(text, new RegExp(`^tunekit_setting\\{layer="nginx",name="upstream_keepalive_timeout_seconds"\\} ${defaults.upstreamKeepaliveTimeoutS}$`, 'm'));
-  const missing = run(['--nginx-bin', path.join(dir, 'no-such-nginx')]);
-  assert.equal(missing.status, 1);
-  assert.match(missing.stderr, /cannot read nginx's defaults: .*no-such-nginx -v` printed no version .*: pass --nginx-bin PATH/);
-  assert.match(fs.readFileSync(path.join(textfiles, sampler.FILE_NAME), 'utf8'), /name="keepalive_timeout_seconds"\} 5$/m, 'the other values are still written');
-});
-
-test('the sampler reads the values the rules compare from a rendered app.json and nginx.conf (includes followed)', async (t) => {
-  const dir = tmpdir(t);
-  const vars = config.resolve({ set: ['tunekit_nginx_upstream_keepalive_timeout_s=30', 'tunekit_nginx_worker_connections=1000'] });
-  const { vars: pv } = renderer.render(vars, dir, { prefix: true, layers: ['nginx', 'app'] });
-  const got = sampler.settings({ appConfig: pv.tunekit_app_config_path, nginxConf: path.join(pv.tunekit_nginx_conf_dir, 'nginx.conf') });
-  const of = (layer, name) => (got.find((s) => s.layer === layer && s.name === name) || {}).value;
-  assert.equal(of('app', 'keepalive_timeout_seconds'), 35);
-  assert.equal(of('app', 'headers_timeout_seconds'), 36);
-  assert.equal(of('app', 'listen_backlog'), vars.tunekit_app_backlog);
-  assert.equal(of('nginx', 'upstream_keepalive_timeout_seconds'), 30);
-  assert.equal(of('nginx', 'worker_connections'), 1000);
-  assert.equal(of('nginx', 'worker_rlimit_nofile'), 2000);
-  assert.equal(of('kernel', 'somaxconn'), Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8')));
-
-  // Another site's upstream on a shared host does not count: only blocks that name the app's socket.
-  const shared = path.join(dir, 'shared.conf');
-  fs.writeFileSync(shared, `events { worker_connections 512; }\nhttp {\n  include ${path.join(pv.tunekit_nginx_include_dir, 'upstream.conf')};\n`
-    + '  upstream other { server 10.0.0.1:80; keepalive 8; keepalive_timeout 300s; } # a "quoted { brace" in a comment\n}\n');
-  const of2 = (o, name) => (sampler.settings(o).find((s) => s.name === name) || {}).value;
-  assert.equal(of2({ appConfig: pv.tunekit_app_config_path, nginxConf: shared }, 'upstream_keepalive_timeout_seconds'), 30);
-  assert.equal(of2({ nginxConf: shared }, 'upstream_keepalive_timeout_seconds'), 300, 'without app.json, the longest of every upstream');
-  // A source it cannot read is named; the others are still read.
-  const broken = path.join(dir, 'app.json');
-  fs.writeFileSync(broken, '{"keepAliveTimeoutMs": 65');
-  const partial = sampler.settings({ appConfig: broken, nginxConf: shared });
-  assert.equal(partial.errors.length, 1);
-  assert.match(partial.errors[0], new RegExp(`^${broken}: `));
-  assert.equal(partial.find((s) => s.name === 'worker_connections').value, 512);
-
-  // What it writes is valid text format (promtool check metrics), label values escaped.
-  const text = sampler.format([{ kind: 'unix', socket: '/run/a "b"\\c.sock', sockets: 1, queued: 2, limit: 5 }], got);
-  assert.match(text, /^tunekit_listen_queue_length\{socket="\/run\/a \\"b\\"\\\\c\.sock",kind="unix"\} 2$/m);
+  const { opts } = renderedHost(dir);
+  const { text, coverage } = await textfile.sample(opts);
+  const got = verdicts(text);
+  assert.deepEqual(Object.keys(got).sort(), [...coverage.evaluated].sort(), 'one line per rule doctor evaluated');
+  assert.ok(got['keepalive-race'] && got.nofile && got['headers-timeout'], `the rules of the kit's files are evaluated: ${Object.keys(got).join(', ')}`);
+  assert.deepEqual(Object.entries(got).filter(([, v]) => v.value !== 0), [], 'the kit\'s own files break no rule');
+  for (const r of coverage.notEvaluated) assert.match(text, new RegExp(`^tunekit_rule_not_evaluated\\{rule="${r.id}",why="[^"]+`, 'm'));
+  // The same verdicts doctor's audit gives over the same host.
+  const facts = await doctor.gather({ ...opts, probePath: false });
+  assert.deepEqual(doctor.audit(facts).rules.evaluated, coverage.evaluated);
+  assert.match(text, /^tunekit_rule_input\{rule="keepalive-race",variable="tunekit_nginx_upstream_keepalive_timeout_s"\} \d+$/m);
   const check = await promtool(['check', 'metrics'], { input: text });
   assert.equal(check.code, 0, check.out);
+});
+
+test('the keep-alive race by hand (no keepalive_timeout line, app at 5 s): the sampler writes keepalive-race broken with doctor\'s text', async (t) => {
+  const dir = tmpdir(t);
+  const { opts } = renderedHost(dir, raceByHand);
+  const got = verdicts((await textfile.sample(opts)).text);
+  assert.equal(got['keepalive-race'].value, 1);
+  assert.equal(got['keepalive-race'].level, 'fail');
+  const finding = doctor.audit(await doctor.gather({ ...opts, probePath: false })).findings.find((f) => f.id === 'keepalive-race' && f.level === 'fail');
+  assert.ok(finding, 'doctor fails keepalive-race');
+  // doctor's finding: where it read the values, then the rule's text (then a note of its own).
+  assert.ok(finding.what.includes(`: ${got['keepalive-race'].says}`), `doctor's finding holds the sampler's text:\n${finding.what}\n${got['keepalive-race'].says}`);
+  assert.match(got['keepalive-race'].says, /^tunekit_app_keepalive_timeout_ms=5000\b.* must be greater than tunekit_nginx_upstream_keepalive_timeout_s=60\b/);
+});
+
+test('a throwaway rule added to a copy of the table is written by the sampler with no code of its own', async (t) => {
+  const dir = tmpdir(t);
+  const { opts } = renderedHost(dir);
+  const file = path.join(dir, 'rules.yml');
+  const doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'roles/tunekit/vars/rules.yml'), 'utf8'));
+  doc.tunekit_rules.push({ id: 'throwaway', level: 'warn', when: '{{ tunekit_nginx_worker_connections < 1000000 }}',
+    says: 'throwaway: worker_connections {{ tunekit_nginx_worker_connections }} is below a million' });
+  fs.writeFileSync(file, YAML.stringify(doc));
+  const table = rules.load(file);
+  const got = verdicts((await textfile.sample({ ...opts, table })).text);
+  const wc = config.resolve().tunekit_nginx_worker_connections;
+  assert.deepEqual(got.throwaway, { level: 'warn', says: `throwaway: worker_connections ${wc} is below a million`, value: 1 });
+  // Holding, it is written 0 with no text.
+  doc.tunekit_rules[doc.tunekit_rules.length - 1].when = '{{ tunekit_nginx_worker_connections > 1000000 }}';
+  fs.writeFileSync(file, YAML.stringify(doc));
+  assert.deepEqual(verdicts((await textfile.sample({ ...opts, table: rules.load(file) })).text).throwaway, { level: 'warn', says: '', value: 0 });
+});
+
+test('the sampler\'s command: --once writes the file; a path that does not exist is named, exit 1', (t) => {
+  const dir = tmpdir(t);
+  const { opts } = renderedHost(dir);
+  const textfiles = fs.mkdtempSync(path.join(dir, 'tf-'));
+  const run = (extra) => require('node:child_process').spawnSync(process.execPath, [require.resolve('../../metrics/queue-sampler'),
+    '--textfile-dir', textfiles, '--app-config', opts.appConfig, '--nginx-bin', opts.nginxBin, '--once', ...extra], { encoding: 'utf8' });
+  const ok = run(['--nginx-conf', opts.nginxConf]);
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(fs.readFileSync(path.join(textfiles, textfile.FILE_NAME), 'utf8'), /^tunekit_rule_broken\{rule="keepalive-race",level="fail",says=""\} 0$/m);
+  const missing = run(['--nginx-conf', path.join(dir, 'no-such.conf')]);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /^queue-sampler: --nginx-conf \S+no-such\.conf: no such file; pass the path of the live file$/m);
 });
