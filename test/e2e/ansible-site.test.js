@@ -63,10 +63,16 @@ async function checkMetrics(h, workers) {
   // The sampler writes its first sample at start; node_exporter serves it.
   await until(`the sampler's queues in node_exporter on ${h.name}`, async () => /^tunekit_listen_queue_limit\{/m.test(
     await scrape(h, vars.tunekit_metrics_node_exporter_port)), 60000, 500);
-  // In its sandbox it read every source, nginx's version (`nginx -v`) and the
-  // defaults beside it included: a directive left out counts at nginx's default.
+  // In its sandbox it read every source doctor reads (nginx -T, app.json, /healthz, /proc):
+  // doctor's evaluation, each rule it evaluated holding on the kit's own files.
   assert.doesNotMatch(await sh(h, `journalctl -u ${vars.tunekit_app_name}-queue-sampler.service --no-pager -o cat`), /cannot read|failed/,
     `the sampler on ${h.name} could not read a source`);
+  const verdicts = [...(await scrape(h, vars.tunekit_metrics_node_exporter_port))
+    .matchAll(/^tunekit_rule_broken\{[^}]*rule="([^"]+)"[^}]*\} (\S+)$/gm)].map((m) => [m[1], Number(m[2])]);
+  for (const rule of ['keepalive-race', 'headers-timeout', 'nofile', 'app-backlog']) {
+    assert.ok(verdicts.some(([r]) => r === rule), `the sampler on ${h.name} evaluated ${rule}: ${verdicts.map(([r]) => r).join(', ')}`);
+  }
+  assert.deepEqual(verdicts.filter(([, v]) => v !== 0), [], `no rule is broken on ${h.name}`);
   // The runner's endpoint: worker="N" per slot (the warm spare is worker="spare").
   const slots = async () => new Set([...(await scrape(h, vars.tunekit_metrics_listen.split(':').pop()))
     .matchAll(/^tunekit_app_connections_active\{[^}]*worker="(\d+)"/gm)].map((m) => m[1])).size;

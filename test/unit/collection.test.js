@@ -32,7 +32,11 @@ function pathsTheRolesRead() {
   }
   const manifest = YAML.parse(read('roles/tunekit/vars/main.yml')).tunekit_templates.map((t) => ({ rel: t.src, from: 'tunekit_templates' }));
   const kit = YAML.parse(read('roles/tunekit_sysctl/vars/main.yml')).tunekit_sysctl_kit_files.map((rel) => ({ rel, from: 'tunekit_sysctl_kit_files' }));
-  return [...literal, ...manifest, ...kit];
+  // The sampler's kit, less the npm modules: those come from the checkout's `npm ci`
+  // (node_modules is no part of the collection).
+  const sampler = YAML.parse(read('roles/tunekit_metrics/vars/main.yml')).tunekit_metrics_kit_paths
+    .filter((rel) => !rel.startsWith('node_modules/')).map((rel) => ({ rel, from: 'tunekit_metrics_kit_paths' }));
+  return [...literal, ...manifest, ...kit, ...sampler];
 }
 
 test('build_ignore leaves out what its patterns name, and keeps the rest', () => {
@@ -59,7 +63,7 @@ test("build_ignore leaves out what npm leaves in the checkout", async () => {
 test('every path the roles read exists and is shipped in the collection', () => {
   const paths = pathsTheRolesRead();
   // The scan found the reads it must: a template, the runner, the checks' templates, the sysctl tool.
-  for (const rel of ['nginx/nginx.conf.j2', 'app', 'roles/tunekit/templates/checks.j2', 'bin/tunekit.js', 'metrics/queue-sampler.js', 'metrics/defaults.json']) {
+  for (const rel of ['nginx/nginx.conf.j2', 'app', 'roles/tunekit/templates/checks.j2', 'bin/tunekit.js', 'metrics/queue-sampler.js', 'lib']) {
     assert.ok(paths.some((p) => p.rel === rel), `the scan did not find the roles reading ${rel}`);
   }
   const patterns = collection.ignored();

@@ -3,7 +3,11 @@
 # ansible.builtin.unarchive), less the names tunekit_app_source_exclude lists
 # (node_modules, which npm ci builds on the host, and .git by default).
 #
-#   python3 app-archive.py SRC_DIR DEST.tar.gz [--exclude NAME]...
+#   python3 app-archive.py SRC_DIR DEST.tar.gz [--exclude NAME]... [--only PATH]...
+#
+# --only: the paths under SRC_DIR (files or folders, whole) to pack, and their
+# parent folders, instead of all of it: the part of the kit the metrics role
+# ships (roles/tunekit_metrics/vars/main.yml tunekit_metrics_kit_paths).
 #
 # Runs on the controller with the Python that runs Ansible: standard library
 # only. Every entry gets the same date (1980-01-01, the earliest a zip file can
@@ -31,15 +35,24 @@ def excluded(name, patterns):
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def entries(root, patterns):
+def selected(rel, only):
+    """Whether a relative path is one of the --only paths, under one, or a parent folder of one."""
+    if not only:
+        return True
+    return any(rel == p or rel.startswith(p + '/') or p.startswith(rel + '/') for p in only)
+
+
+def entries(root, patterns, only=()):
     """The paths under root (relative, sorted, parents first) that are shipped."""
+    only = [os.path.normpath(p) for p in only]
     out = []
     for folder, dirs, files in os.walk(root):
         # Pruned in place: os.walk never descends into an excluded folder.
-        dirs[:] = sorted(d for d in dirs if not excluded(d, patterns))
         rel = os.path.relpath(folder, root)
-        for name in dirs + sorted(f for f in files if not excluded(f, patterns)):
-            out.append(name if rel == '.' else os.path.join(rel, name))
+        path = lambda name, rel=rel: name if rel == '.' else os.path.join(rel, name)
+        dirs[:] = sorted(d for d in dirs if not excluded(d, patterns) and selected(path(d), only))
+        for name in dirs + sorted(f for f in files if not excluded(f, patterns) and selected(path(f), only)):
+            out.append(path(name))
     return out
 
 
@@ -55,9 +68,9 @@ def normalised(info):
     return info
 
 
-def pack(src, dest, patterns):
+def pack(src, dest, patterns, only=()):
     """Write the archive; returns how many entries it holds."""
-    names = entries(src, patterns)
+    names = entries(src, patterns, only)
     count = 0
     with open(dest, 'wb') as raw:
         with gzip.GzipFile(filename='', mode='wb', fileobj=raw, mtime=0) as zipped:
@@ -79,17 +92,23 @@ def pack(src, dest, patterns):
 
 
 def main():
-    """Command line: SRC DEST [--exclude NAME]..., one line on stderr and exit 2 when SRC cannot be packed."""
+    """Command line: SRC DEST [--exclude NAME]... [--only PATH]..., one line on stderr and exit 2 when SRC cannot be packed."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('src')
     parser.add_argument('dest')
     parser.add_argument('--exclude', action='append', default=[])
+    parser.add_argument('--only', action='append', default=[])
     args = parser.parse_args()
     if not os.path.isdir(args.src):
         sys.stderr.write('tunekit_app_source=%s is not a folder on the controller: give the folder of the app '
                          '(or a git URL, or a tarball)\n' % args.src)
         return 2
-    count = pack(args.src, args.dest, args.exclude)
+    missing = [p for p in args.only if not os.path.exists(os.path.join(args.src, p))]
+    if missing:
+        sys.stderr.write('%s: no %s to pack (--only): the kit checkout is incomplete; run npm ci in it\n'
+                         % (args.src, ', '.join(missing)))
+        return 2
+    count = pack(args.src, args.dest, args.exclude, args.only)
     if count == 0:
         os.unlink(args.dest)
         sys.stderr.write('tunekit_app_source=%s has no files once %s are left out (tunekit_app_source_exclude): '
