@@ -23,7 +23,7 @@ const { nofile, isRoot } = require('./live/host');
 const { listeners, access } = require('./live/sockets');
 const { errorLogAlerts, nginxUpstreamDefaults, describeNginx, proxied } = require('./live/nginx');
 const { appTimeouts } = require('./live/app');
-const { liveVariables } = require('./live/variables');
+const { liveVariables, appViews, inUserWords } = require('./live/variables');
 const { evaluate } = require('./live/evaluate');
 const { readDefinition } = require('./config/definition');
 // The checks, by what they look at (CHECKS below lists them in the order doctor reports).
@@ -234,31 +234,61 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     }
   }
   const coverage = { evaluated: [], total: list.length, notEvaluated: [], verdicts: [] };
-  const live = liveVariables(facts, definition);
-  for (const r of evaluate(live, { table: list, env })) {
-    const checks = CHECKS.filter((c) => c.rule === r.id);
+  // Every rule over each app's live set: one view per proxied location, its
+  // upstream, the app at its address (lib/live/variables.js appViews).
+  const views = appViews(facts).map((v) => {
+    const live = liveVariables(v.facts, definition);
+    return { name: v.name, live, results: evaluate(live, { table: list, env }) };
+  });
+  list.forEach((rule, i) => {
+    const results = views.map((v) => ({ name: v.name, live: v.live, r: v.results[i] }));
+    const done = results.filter(({ r }) => r.evaluated);
+    const checks = CHECKS.filter((c) => c.rule === rule.id);
     if (checks.length) {
       // A rule with checks of its own counts where they had a case to evaluate.
-      const c = cases.get(r.id);
+      const c = cases.get(rule.id);
       if (c) {
-        coverage.evaluated.push(r.id);
-        coverage.verdicts.push({ id: r.id, level: r.rule.level, broken: c.broken, says: c.says, values: c.values });
+        coverage.evaluated.push(rule.id);
+        coverage.verdicts.push({ id: rule.id, level: rule.level, broken: c.broken, says: c.says, values: c.values });
       } else {
-        coverage.notEvaluated.push({ id: r.id, missing: r.evaluated ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((k) => k.reads).join('; ')})` }] : r.missing });
+        coverage.notEvaluated.push({ id: rule.id, missing: done.length ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((k) => k.reads).join('; ')})` }] : results[0].r.missing });
       }
-      continue;
+      return;
     }
-    if (!r.evaluated) {
-      coverage.notEvaluated.push({ id: r.id, missing: r.missing });
-      continue;
+    if (!done.length) {
+      coverage.notEvaluated.push({ id: rule.id, missing: results[0].r.missing });
+      return;
     }
-    coverage.evaluated.push(r.id);
-    coverage.verdicts.push({ id: r.id, level: r.rule.level, broken: r.broken, says: r.says, values: Object.fromEntries(rules.reads(r.rule).map((k) => [k, live.values[k]])) });
-    out.push(r.broken
-      ? { id: r.id, level: r.rule.level, what: `${r.read.join(', ')}: ${r.says}`, fix: `change it where doctor read it: ${r.from.filter((f) => f !== "the kit's own table").join('; ')}` }
-      : { id: r.id, level: 'ok', what: `holds: ${r.read.filter((x, i) => r.from[i] !== "the kit's own table").join(', ')}` });
-  }
+    coverage.evaluated.push(rule.id);
+    // The verdict: the first app that breaks it, else the first evaluated.
+    const v = done.find(({ r }) => r.broken) || done[0];
+    coverage.verdicts.push({ id: rule.id, level: rule.level, broken: v.r.broken, says: v.r.says, values: Object.fromEntries(rules.reads(rule).map((k) => [k, v.live.values[k]])) });
+    // Apps that read the same values share one finding; where they differ, each finding names its app.
+    const groups = new Map();
+    for (const d of done) {
+      const key = JSON.stringify([d.r.broken, d.r.read]);
+      if (!groups.has(key)) groups.set(key, { r: d.r, live: d.live, names: [] });
+      groups.get(key).names.push(d.name);
+    }
+    for (const { r, live, names } of groups.values()) {
+      const f = generic(r, live, definition);
+      out.push(groups.size > 1 ? { ...f, what: `${names.join('; ')}: ${f.what}` } : f);
+    }
+  });
   return { findings: out, rules: coverage };
+}
+
+/**
+ * A rule evaluated over one app's live set, as a finding. Broken: where the host
+ * shows each value (the file and line of its own config, the sysctl, the /proc
+ * limits field, the probe), then the rule's text in the host's own terms, the
+ * kit's names only as "(the kit's tunekit_...)".
+ */
+function generic(r, live, definition) {
+  const host = r.from.filter((f) => f !== "the kit's own table");
+  return r.broken
+    ? { id: r.id, level: r.rule.level, what: `${host.join(', ')}: ${inUserWords(r.says, live, definition)}`, fix: `change it where doctor read it: ${host.join('; ')}` }
+    : { id: r.id, level: 'ok', what: `holds: ${r.read.filter((x, i) => r.from[i] !== "the kit's own table").join(', ')}` };
 }
 
 /** The findings of audit(). */

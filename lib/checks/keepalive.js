@@ -49,11 +49,20 @@ function defaultPoolNote(facts, up) {
     `keepalive_timeout ${up.keepaliveTimeoutS}s): nginx 1.30 made this race the default in front of a Node app left at its defaults; `;
 }
 
+/**
+ * The app values (app.json, /healthz, the probe) of the app an upstream block
+ * reaches: the app at its first server (facts.apps), else the host's one app.
+ */
+function appOf(facts, up) {
+  const a = (facts.apps || []).find((x) => x.target === up.servers[0]);
+  return a ? { settings: a.settings, healthz: a.healthz, probe: a.probe } : facts.app;
+}
+
 function keepaliveRaceCases(facts, ctx) {
-  const t = appTimeouts(facts.app);
-  if (!facts.nginx || !t || t.closesEachResponse) return [];
+  if (!facts.nginx) return [];
   // A lower bound (the probe's budget ended first) decides only when it is already past nginx's.
-  return pooled(facts.nginx).filter((up) => !t.atLeast || t.keepAliveMs > up.keepaliveTimeoutS * 1000).map((up) => {
+  return pooled(facts.nginx).map((up) => ({ up, t: appTimeouts(appOf(facts, up)) }))
+    .filter(({ up, t }) => t && !t.closesEachResponse && (!t.atLeast || t.keepAliveMs > up.keepaliveTimeoutS * 1000)).map(({ up, t }) => {
     const nginxMs = up.keepaliveTimeoutS * 1000;
     if (t.measured) return measuredRaceCase(facts, up, t);
     return {
@@ -108,23 +117,30 @@ function measuredRaceCase(facts, up, t) {
  * the app may set its own.
  */
 function keepaliveRaceUnknown(facts, ctx) {
-  const t = appTimeouts(facts.app);
-  if (facts.nginx && t && t.atLeast) {
-    return pooled(facts.nginx).filter((up) => t.keepAliveMs <= up.keepaliveTimeoutS * 1000).map((up) => ({
-      id: 'keepalive-race', level: 'warn',
-      what: `nginx upstream ${up.name} keeps idle connections ${up.keepaliveTimeoutS}s (${up.keepaliveTimeoutAt}); the app (${t.from}) may close them first or not: not known`,
-      fix: `make sure the app's server.keepAliveTimeout is above ${up.keepaliveTimeoutS * 1000} ms, or point doctor at its app.json (--app-config)`,
-    }));
-  }
-  if (!facts.nginx || t) return [];
+  if (!facts.nginx) return [];
   const nodeDefault = ctx.upstream('tunekit_app_keepalive_timeout_ms');
-  return pooled(facts.nginx).filter((up) => up.keepaliveTimeoutS * 1000 >= nodeDefault).map((up) => ({
+  return pooled(facts.nginx).flatMap((up) => {
+    const t = appTimeouts(appOf(facts, up));
+    if (t && t.atLeast) {
+      return t.keepAliveMs <= up.keepaliveTimeoutS * 1000 ? [{
+        id: 'keepalive-race', level: 'warn',
+        what: `nginx upstream ${up.name} keeps idle connections ${up.keepaliveTimeoutS}s (${up.keepaliveTimeoutAt}); the app (${t.from}) may close them first or not: not known`,
+        fix: `make sure the app's server.keepAliveTimeout is above ${up.keepaliveTimeoutS * 1000} ms, or point doctor at its app.json (--app-config)`,
+      }] : [];
+    }
+    return t || up.keepaliveTimeoutS * 1000 < nodeDefault ? [] : [raceUnknown(facts, ctx, up, nodeDefault)];
+  });
+}
+
+/** A pool in front of an app whose keepAliveTimeout nothing reports: Node's default is what it has when left alone. */
+function raceUnknown(facts, ctx, up, nodeDefault) {
+  return {
     id: 'keepalive-race', level: 'warn',
     what: `${defaultPoolNote(facts, up)}nginx upstream ${up.name} keeps idle connections ${up.keepaliveTimeoutS}s; the app's keepAliveTimeout is not known here ` +
       `(no app.json, and GET /healthz did not report it): Node's default is ${nodeDefault} ms (+ 1000 ms keepAliveTimeoutBuffer from Node 20.18 and 22.9; ` +
       '65 s only from a future major, https://github.com/nodejs/node/pull/62782), so an app left at it closes first and POSTs nginx sends on a closing connection get 502',
     fix: `set the app's server.keepAliveTimeout above ${up.keepaliveTimeoutS * 1000} ms (tunekit's runner does: ${ctx.def.tunekit_app_keepalive_timeout_ms} ms), or \`keepalive_timeout\` in upstream ${up.name} under the app's; point doctor at its app.json (--app-config)`,
-  }));
+  };
 }
 
 // The map's value for plain requests is what tunekit_nginx_proxy_connection_default renders.

@@ -28,6 +28,8 @@
 //   socket mode|group                the app socket's file (stat)
 //   systemd PROPERTY of app[ as seconds]  `systemctl show` of the service the app runs in
 //   healthz FIELD[ as seconds]       the app's GET /healthz (the kit's runner, the example app)
+//   process node-version             the Node version the app's processes run (/proc/PID/exe
+//                                    --version; a cluster primary's workers first)
 //   app.json FIELD[ as seconds]      the runner's settings (as seconds: a value in ms / 1000)
 //   probe idle-close|headers-wait|buffer
 //                                    measured black-box over the app's socket or loopback
@@ -39,7 +41,7 @@
 //
 // parse() checks the grammar; lib/config/definition.js calls it on every line.
 
-const KINDS = ['nginx', 'sysctl', 'limits', 'listener', 'socket', 'systemd', 'healthz', 'app.json', 'probe', 'derived', 'kit', 'no'];
+const KINDS = ['nginx', 'sysctl', 'limits', 'listener', 'socket', 'systemd', 'healthz', 'app.json', 'process', 'probe', 'derived', 'kit', 'no'];
 const CONTEXTS = ['main', 'events', 'http', 'upstream', 'server', 'location'];
 const SHAPES = ['seconds', 'number', 'flag', 'port', 'path', 'kind', 'default-server'];
 
@@ -73,6 +75,7 @@ function source(text, where) {
   const unit = /^(\w+) of app( as seconds)?$/.exec(tail);
   if (kind === 'systemd' && unit) return { kind, property: unit[1], seconds: Boolean(unit[2]) };
   if (kind === 'probe' && /^(idle-close|headers-wait|buffer)$/.test(tail)) return { kind, measure: tail };
+  if (kind === 'process' && tail === 'node-version') return { kind, field: tail };
   if ((kind === 'kit' || kind === 'derived') && !tail) return { kind };
   throw bad(`not a ${kind} source (lib/config/live.js has the grammar)`);
 }
@@ -97,6 +100,7 @@ function describe(s) {
     case 'systemd': return `\`systemctl show -p ${s.property}\` of the app's service`;
     case 'healthz': return `GET /healthz \`${s.field}\``;
     case 'app.json': return `app.json \`${s.field}\`${s.seconds ? ' (ms / 1000)' : ''}`;
+    case 'process': return "the Node version of the app's processes (`/proc/PID/exe --version`)";
     case 'probe': return {
       'idle-close': 'measured: when the app closes an idle connection',
       'headers-wait': 'measured: how long the app waits for unfinished headers',
@@ -108,4 +112,34 @@ function describe(s) {
   }
 }
 
-module.exports = { KINDS, CONTEXTS, SHAPES, parse, describe };
+/**
+ * The setting a user changes where a source reads it, in their own terms (the
+ * directive, the sysctl, the limit), for doctor's findings; null for the kit's
+ * own table and its derivations, which no host setting names.
+ */
+function term(s) {
+  switch (s.kind) {
+    case 'nginx':
+      if (s.version) return "nginx's version";
+      if (s.module) return `nginx's --with-${s.module}`;
+      if (s.shape === 'kind') return `the upstream block's ${s.directive} lines`;
+      if (s.shape === 'default-server') return 'listen default_server';
+      return `${s.directive}${s.param ? ` ${s.param}` : ''}`;
+    case 'sysctl': return s.name;
+    case 'limits': return `the ${s.which} "${s.field}" limit of ${s.process === 'nginx' ? "nginx's master" : "the app's processes"}`;
+    case 'listener': return "the app's listen backlog";
+    case 'socket': return `the app socket's ${s.field}`;
+    case 'systemd': return s.property;
+    case 'healthz': return `the app's ${s.field} (GET /healthz)`;
+    case 'app.json': return `app.json ${s.field}`;
+    case 'process': return "the app's Node version";
+    case 'probe': return {
+      'idle-close': "the app's idle close (measured)",
+      'headers-wait': "the app's headers wait (measured)",
+      buffer: "Node's keep-alive buffer",
+    }[s.measure];
+    default: return null;
+  }
+}
+
+module.exports = { KINDS, CONTEXTS, SHAPES, parse, describe, term };

@@ -3,6 +3,9 @@
 // that yields null when it cannot be read (the layer is then skipped or named).
 
 const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { childrenOf } = require('../proc');
 
 function readText(file) {
   try {
@@ -50,4 +53,48 @@ function limit(pid, field) {
   return { soft: n(m[1]), hard: n(m[2]) };
 }
 
-module.exports = { readText, readInt, nofile, limit, stoppedOf, readFailure, isRoot };
+/**
+ * The Node cluster workers among pid's children: those Node's cluster forked
+ * (NODE_UNIQUE_ID in their environment). In cluster mode the primary holds the
+ * listening socket and hands each connection to a worker (PM2's daemon, "God",
+ * is the primary of every cluster-mode app it runs), so `ss` names the primary
+ * and the workers that serve are its children.
+ */
+function clusterWorkers(pid) {
+  return childrenOf(pid).filter((k) => (readText(`/proc/${k}/environ`) || '').split('\0').some((kv) => kv.startsWith('NODE_UNIQUE_ID=')));
+}
+
+// The Node version of each binary run so far, by its file (nodeVersionOf).
+const NODE_VERSIONS = new Map();
+
+/**
+ * The Node version a process runs, from its own executable (/proc/PID/exe
+ * --version: the binary it started from, even if a package upgrade replaced the
+ * file since); null when the executable is not node.
+ */
+function nodeVersionOf(pid) {
+  let exe;
+  try {
+    exe = fs.readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, '');
+  } catch {
+    return null;
+  }
+  if (!/^node(js)?(\d+)?$/.test(path.basename(exe))) return null;
+  // One run per binary (a sampler asks every few seconds): the file by its inode and change time.
+  let key;
+  try {
+    const st = fs.statSync(`/proc/${pid}/exe`);
+    key = `${st.dev}:${st.ino}:${st.ctimeMs}`;
+  } catch {
+    return null;
+  }
+  if (!NODE_VERSIONS.has(key)) {
+    const r = spawnSync(`/proc/${pid}/exe`, ['--version'], { encoding: 'utf8', timeout: 10000 });
+    const m = r.status === 0 && /^v(\d+\.\d+\.\d+)\s*$/.exec(r.stdout);
+    NODE_VERSIONS.set(key, m ? m[1] : null);
+  }
+  const version = NODE_VERSIONS.get(key);
+  return version ? { version, from: `${exe} --version of pid ${pid} (/proc/${pid}/exe)` } : null;
+}
+
+module.exports = { readText, readInt, nofile, limit, stoppedOf, readFailure, isRoot, clusterWorkers, nodeVersionOf };

@@ -167,9 +167,14 @@ function describeNginx(parsed, version = null) {
   const proxies = findAll(tree, 'location').filter(({ node }) => child(node.children, 'proxy_pass')).map(({ node, ancestors }) => {
     const headers = [...ancestors, node].flatMap((n) => (n.children || []).filter((c) => c.name === 'proxy_set_header'));
     const connection = headers.filter((h) => h.args[0].toLowerCase() === 'connection').pop();
+    const proxyPass = arg(child(node.children, 'proxy_pass'));
+    const up = upstreams.find((u) => proxyPass === `http://${u.name}` || proxyPass.startsWith(`http://${u.name}/`));
     return {
       location: node.args.join(' '),
-      proxyPass: arg(child(node.children, 'proxy_pass')),
+      at: nginxconf.where(node),
+      proxyPass,
+      // Where the app listens: the upstream block's first server, else proxy_pass's own address.
+      target: up ? up.servers[0] || null : appTarget(proxyPass),
       httpVersion: arg(inherited(ancestors, node, 'proxy_http_version')) || defaults.httpVersion,
       connectionHeader: connection ? connection.args[1] : null,
     };
@@ -210,6 +215,12 @@ function describeNginx(parsed, version = null) {
   return model;
 }
 
+/** The address of "http://127.0.0.1:3000/x" or "http://unix:/run/a.sock:/x": "127.0.0.1:3000", "unix:/run/a.sock". */
+function appTarget(proxyPass) {
+  const m = /^https?:\/\/(unix:[^:]+|[^/]+)/.exec(String(proxyPass));
+  return m ? m[1] : null;
+}
+
 /** Each location that proxies, with the upstream block it proxies to (or null). */
 function proxied(nginx) {
   return nginx.proxies.map((p) => ({
@@ -225,5 +236,5 @@ function pooled(nginx) {
 
 
 module.exports = {
-  DEFAULT_NGINX_CONF, ERROR_LOG_HOURS, errorLogAlerts, nginxFailure, gatherNginx, nginxUpstreamDefaults, describeNginx, proxied, pooled,
+  DEFAULT_NGINX_CONF, ERROR_LOG_HOURS, errorLogAlerts, nginxFailure, gatherNginx, nginxUpstreamDefaults, describeNginx, proxied, pooled, appTarget,
 };

@@ -1,21 +1,25 @@
 'use strict';
 // The live variable set: the gathered facts of a host as the rules' tunekit_*
 // variables, read by each variable's `# Live:` line (lib/config/live.js has the
-// grammar). Pure: facts in, { values, from, missing } out —
+// grammar). Pure: facts in, { values, from, missing, source } out —
 //   values:  { tunekit_x: value } for every variable the host shows
 //   from:    { tunekit_x: where it was read, in the host's terms ("keepalive_timeout
 //            65s at /etc/nginx/conf.d/app.conf:4", "nginx's default: ...") }
 //   missing: { tunekit_x: why it was not read (the layer this host lacks, or the
 //            line's own "no: why") }
-// Where a host runs several apps, the first location that proxies to an upstream
-// block is the app's path (its server{}, its upstream{}); doctor's own checks
-// (lib/doctor.js) walk every upstream, location and listen.
+//   source:  { tunekit_x: the source of its # Live: line it was read from }
+// Where a host runs several apps, each proxied location is an app's path (its
+// server{}, its upstream{}, the app at its address): appViews() gives the facts
+// as each sees them, and doctor evaluates the rules over each; facts with no
+// apps gathered read the first location that proxies to an upstream block.
 
 const nginxconf = require('../nginxconf');
 const config = require('../config');
 const rules = require('../config/rules');
 const { readDefinition } = require('../config/definition');
+const { term } = require('../config/live');
 const { probedTimeouts } = require('./app');
+const { appTarget } = require('./nginx');
 
 const octal = (m) => m.toString(8).padStart(4, '0');
 
@@ -23,18 +27,60 @@ const octal = (m) => m.toString(8).padStart(4, '0');
 const found = (value, from) => ({ value, from });
 const none = (why) => ({ why });
 
-/** nginx's tree nodes along the app's path: the proxying location, its ancestors, its upstream block. */
-function appPath(tree) {
-  const { findAll, child } = nginxconf;
+/**
+ * nginx's tree nodes along each app's path, one route per location that proxies:
+ * the location, its ancestors, its server{}, the upstream{} block it proxies to
+ * (or null) and the address it reaches (that block's first server, else
+ * proxy_pass's own address).
+ */
+function appPaths(tree) {
+  const { findAll, child, where: at } = nginxconf;
   const upstreams = findAll(tree, 'upstream').map(({ node }) => node);
   const locations = findAll(tree, 'location').filter(({ node }) => child(node.children, 'proxy_pass'));
-  const upstreamOf = (loc) => {
+  return locations.map((loc) => {
     const target = String(child(loc.node.children, 'proxy_pass').args[0]);
-    return upstreams.find((u) => target === `http://${u.args[0]}` || target.startsWith(`http://${u.args[0]}/`)) || null;
-  };
-  const loc = locations.find((l) => upstreamOf(l)) || locations[0];
-  if (!loc) return null;
-  return { location: loc.node, ancestors: loc.ancestors, server: [...loc.ancestors].reverse().find((a) => a.name === 'server') || null, upstream: upstreamOf(loc) };
+    const upstream = upstreams.find((u) => target === `http://${u.args[0]}` || target.startsWith(`http://${u.args[0]}/`)) || null;
+    const server = upstream && child(upstream.children, 'server');
+    return {
+      location: loc.node, ancestors: loc.ancestors, server: [...loc.ancestors].reverse().find((a) => a.name === 'server') || null, upstream,
+      target: server ? String(server.args[0]) : appTarget(target),
+      name: `location ${loc.node.args.join(' ')} at ${at(loc.node)}`,
+    };
+  });
+}
+
+/** The app's path where a host has one: the first location that proxies to an upstream block, else the first that proxies. */
+function appPath(tree) {
+  const routes = appPaths(tree);
+  return routes.find((r) => r.upstream) || routes[0] || null;
+}
+
+/**
+ * The facts as each app sees them, one view per proxied location: its route
+ * through nginx, and of the app it reaches (facts.apps, by address) its socket,
+ * app.json, /healthz, probe, processes' limits, service and Node version.
+ * [{ name, facts }]; name: "app on unix:/run/b.sock (location /b/ at FILE:LINE)",
+ * null where the host shows one path only (no apps gathered, no proxied location).
+ */
+function appViews(facts) {
+  const tree = facts.nginx && facts.nginx.tree;
+  const routes = tree && facts.apps ? appPaths(tree) : [];
+  if (!routes.length) return [{ name: null, facts }];
+  return routes.map((route) => {
+    const app = facts.apps.find((a) => a.target === route.target) || null;
+    return {
+      name: `app on ${route.target} (${route.name})`,
+      facts: {
+        ...facts,
+        route,
+        sockets: app && app.socket ? facts.sockets.filter((x) => x.path === app.socket) : [],
+        app: app ? { settings: app.settings, healthz: app.healthz, probe: app.probe, node: app.node } : { settings: null, healthz: null, probe: null },
+        limits: { ...facts.limits, app: (app && app.limits) || {} },
+        systemd: app ? app.systemd : null,
+        tcpListener: app && app.address && app.backlog != null ? { local: route.target, backlog: app.backlog } : null,
+      },
+    };
+  });
 }
 
 /** The nodes a context's directives are looked for in, nearest first. */
@@ -102,7 +148,7 @@ function readNginx(key, s, facts, entry) {
   if (s.module) return nginx.configure ? found(nginx.configure.includes(s.module), `nginx -V: ${nginx.configure.includes(s.module) ? '' : 'no '}--with-${s.module}`) : none('nginx -V was not read');
   const tree = nginx.tree;
   if (!tree) return none("nginx's config tree was not kept");
-  const route = appPath(tree);
+  const route = 'route' in facts ? facts.route : appPath(tree);
   const nodes = contextNodes(tree, route, s.context);
   if (!nodes.length) return none(`no ${s.context} on the app's path (no location proxies to ${s.context === 'upstream' ? 'an upstream block' : 'the app'})`);
   const all = nodes[0].children ? nodes.flatMap((n) => (n.children || []).filter((c) => c.name === s.directive).map((c) => ({ c, n }))) : [];
@@ -202,8 +248,12 @@ const READERS = {
     return found(l[s.which], `"${s.field}" ${s.which} ${l[s.which]} in /proc/${l.pids.join(',')}/limits (${s.process === 'nginx' ? "nginx's master" : "the app's processes"})`);
   },
   listener: (key, s, facts) => {
-    const sock = (facts.sockets || []).find((x) => x.backlog != null);
-    return sock ? found(sock.backlog, `the live accept queue of ${sock.path} (ss -l)`) : none('no app socket with a listener');
+    const sock = (facts.sockets || []).find((x) => x.backlog != null) || (facts.tcpListener && { path: facts.tcpListener.local, backlog: facts.tcpListener.backlog });
+    return sock ? found(sock.backlog, `the live accept queue of ${sock.path} (ss -l)`) : none('no app socket or loopback port with a listener');
+  },
+  process: (key, s, facts) => {
+    const n = facts.app && facts.app.node;
+    return n ? found(n.version, n.from) : none("the app's processes were not found, or do not run node");
   },
   socket: (key, s, facts) => {
     const sock = (facts.sockets || []).find((x) => x.exists && x.isSocket);
@@ -240,7 +290,7 @@ const READERS = {
 
 /** The live set of a host's facts: { values, from, missing } over every variable with a `# Live:` line. */
 function liveVariables(facts, definition = readDefinition()) {
-  const out = { values: {}, from: {}, missing: {} };
+  const out = { values: {}, from: {}, missing: {}, source: {} };
   // Those with a derived source last: it reads the others' values.
   const entries = definition.filter((e) => e.live);
   const ordered = [...entries.filter((e) => !e.live.some((x) => x.kind === 'derived')), ...entries.filter((e) => e.live.some((x) => x.kind === 'derived'))];
@@ -255,6 +305,7 @@ function liveVariables(facts, definition = readDefinition()) {
       if ('value' in r) {
         out.values[d.key] = r.value;
         out.from[d.key] = r.from;
+        out.source[d.key] = s;
         break;
       }
       whys.push(r.why);
@@ -264,4 +315,24 @@ function liveVariables(facts, definition = readDefinition()) {
   return out;
 }
 
-module.exports = { liveVariables, appPath, upstreamKind, systemdSeconds };
+/**
+ * A rule's text in the host's own terms: each tunekit_x=VALUE it names becomes the
+ * setting where the host shows it, its value, and "(the kit's tunekit_x)" (the
+ * source the live set read it from, else the first its # Live: line names);
+ * a variable no host setting names keeps only "(the kit's tunekit_x)".
+ */
+function inUserWords(text, live, definition = readDefinition()) {
+  const sourceOf = (key) => live.source[key]
+    || ((definition.find((d) => d.key === key) || {}).live || []).find((s) => term(s));
+  return String(text).replace(/\btunekit_\w+(=(?:"[^"]*"|[^\s,:;()]+))?/g, (all, eq) => {
+    const key = eq ? all.slice(0, -eq.length) : all;
+    const s = sourceOf(key);
+    const t = s ? term(s) : null;
+    const kit = `(the kit's ${key})`;
+    if (!eq) return `${t || 'the setting'} ${kit}`;
+    const value = eq.slice(1);
+    return t ? `${t}${t.endsWith('=') ? '' : ' '}${value} ${kit}` : `${value} ${kit}`;
+  });
+}
+
+module.exports = { inUserWords, liveVariables, appPath, appPaths, appViews, upstreamKind, systemdSeconds };

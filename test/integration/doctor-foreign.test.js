@@ -10,13 +10,14 @@ const os = require('node:os');
 const path = require('node:path');
 const http = require('node:http');
 const { spawn, spawnSync } = require('node:child_process');
-const { freePorts, signal } = require('../../lib/proc');
+const { freePorts, signal, alive } = require('../../lib/proc');
 const { nginxBinary } = require('../../lib/nginx');
 const { users } = require('../../lib/accounts');
 const { until } = require('../lib/util');
 
 const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
 const FIXTURES = path.resolve(__dirname, '../fixtures/foreign');
+const PM2 = path.resolve(__dirname, '../../node_modules/.bin/pm2');
 const nobody = users().get('nobody');
 const skip = process.getuid() !== 0 ? 'needs root: nginx\'s workers and the app run as nobody' : !nobody ? 'no user nobody here' : false;
 
@@ -29,34 +30,71 @@ function get(port) {
   });
 }
 
-/** The stack of FIXTURES/name running: { dir, nginxConf, target, port }. Stopped after the test. */
-async function startForeign(t, name, { unix }) {
+/**
+ * The app under PM2 in cluster mode, as PM2's docs start it (`pm2 start app.js -i N`):
+ * node_modules/.bin/pm2 with a PM2_HOME of its own in dir, run as root (PM2's
+ * daemon keeps its files there), killed with `pm2 kill` after the test, its daemon
+ * by pid if that fails. Resolves once the port answers.
+ */
+async function startPm2(stops, dir, port, instances) {
+  const env = { ...process.env, PM2_HOME: path.join(dir, 'pm2-home') };
+  const pidFile = path.join(env.PM2_HOME, 'pm2.pid');
+  const cluster = { daemon: null, workers: [] };
+  stops.push(() => {
+    spawnSync(PM2, ['kill'], { env, timeout: 30000 });
+    // `pm2 kill` failed or timed out: the daemon and its workers, by pid.
+    for (const pid of [cluster.daemon || Number(fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8')), ...cluster.workers]) {
+      if (pid && alive(pid)) signal(pid, 'SIGKILL');
+    }
+  });
+  const r = spawnSync(PM2, ['start', path.join(dir, 'app.js'), '--name', 'web', '-i', String(instances), '--', String(port)], { env, encoding: 'utf8', timeout: 60000 });
+  cluster.daemon = Number(fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8')) || null;
+  assert.equal(r.status, 0, `pm2 start: ${r.stdout}${r.stderr}`);
+  const jlist = spawnSync(PM2, ['jlist'], { env, encoding: 'utf8', timeout: 30000 }).stdout;
+  cluster.workers = JSON.parse(jlist.slice(jlist.indexOf('['))).map((p) => p.pid).sort((a, b) => a - b);
+  await until('the PM2 cluster answering on its port', async () => (await get(port)) === 200, 30000, 100);
+  return cluster;
+}
+
+/**
+ * The stack of FIXTURES/name running: { dir, nginxConf, target, targets, port, pm2 }. Stopped after the test.
+ * apps: how many apps the site proxies to (TARGET, TARGET2, ...), each its own process;
+ * pm2: the one app on a port under PM2 in cluster mode with that many instances.
+ */
+async function startForeign(t, name, { unix, apps = 1, pm2 = 0 }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-foreign-'));
   fs.chmodSync(dir, 0o755);
   const procs = [];
+  const stops = []; // what else the stack started (PM2), stopped before dir goes
   t.after(async () => {
+    for (const stop of stops) stop();
     for (const p of procs) signal(p.pid, 'SIGTERM');
     await Promise.all(procs.map((p) => (p.exitCode !== null || p.signalCode !== null ? null : new Promise((r) => p.once('exit', r)))));
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const [listen, appPort] = await freePorts(2);
-  const run = path.join(dir, 'run'); // the app's own directory, where it binds its socket
+  const [listen, ...appPorts] = await freePorts(1 + apps);
+  const run = path.join(dir, 'run'); // the apps' own directory, where they bind their sockets
   fs.mkdirSync(run);
   fs.chownSync(run, nobody.uid, nobody.gid);
-  const socket = path.join(run, 'app.sock');
-  const target = unix ? socket : String(appPort);
   fs.copyFileSync(path.join(FIXTURES, 'app.js'), path.join(dir, 'app.js'));
-  const app = spawn(process.execPath, [path.join(dir, 'app.js'), target], { uid: nobody.uid, gid: nobody.gid, stdio: ['ignore', 'pipe', 'inherit'] });
-  procs.push(app);
-  await new Promise((resolve, reject) => {
-    app.stdout.once('data', resolve);
-    app.once('exit', (code) => reject(new Error(`${name}'s app exited (${code}) before it listened`)));
-  });
+  const targets = [];
+  let site = fs.readFileSync(path.join(FIXTURES, name, 'site.conf'), 'utf8').replace('LISTEN', `127.0.0.1:${listen}`);
+  for (const [i, appPort] of appPorts.entries()) {
+    const socket = path.join(run, i ? `app${i + 1}.sock` : 'app.sock');
+    const target = unix ? socket : String(appPort);
+    targets.push(target);
+    site = site.replace(new RegExp(`\\bTARGET${i ? i + 1 : ''}\\b`), unix ? `unix:${socket}` : `127.0.0.1:${appPort}`);
+    if (pm2) continue;
+    const app = spawn(process.execPath, [path.join(dir, 'app.js'), target], { uid: nobody.uid, gid: nobody.gid, stdio: ['ignore', 'pipe', 'inherit'] });
+    procs.push(app);
+    await new Promise((resolve, reject) => {
+      app.stdout.once('data', resolve);
+      app.once('exit', (code) => reject(new Error(`${name}'s app exited (${code}) before it listened`)));
+    });
+  }
+  const cluster = pm2 ? await startPm2(stops, dir, appPorts[0], pm2) : null;
 
   const own = (file) => path.join(FIXTURES, name, file);
-  const site = fs.readFileSync(own('site.conf'), 'utf8')
-    .replace('LISTEN', `127.0.0.1:${listen}`)
-    .replace('TARGET', unix ? `unix:${socket}` : `127.0.0.1:${appPort}`);
   fs.writeFileSync(path.join(dir, 'site.conf'), site);
   fs.mkdirSync(path.join(dir, 'tmp'));
   const main = fs.existsSync(own('main.conf')) ? fs.readFileSync(own('main.conf'), 'utf8') : 'events { }\n';
@@ -70,7 +108,7 @@ async function startForeign(t, name, { unix }) {
   const nginx = spawn(nginxBinary(), ['-c', nginxConf, '-g', 'daemon off;'], { stdio: 'inherit' });
   procs.push(nginx);
   await until(`${name} serving through nginx`, async () => (await get(listen)) === 200, 30000, 100);
-  return { dir, nginxConf, target, port: listen };
+  return { dir, nginxConf, target: targets[0], targets, port: listen, pm2: cluster };
 }
 
 function doctor(stack) {
@@ -139,5 +177,59 @@ test('nginx\'s documented keep-alive example (no keepalive_timeout) in front of 
   assert.deepEqual(race.map((f) => f.level), ['fail'], JSON.stringify(race));
   assert.match(race[0].what, new RegExp(`measured on 127\\.0\\.0\\.1:${stack.target}: closed after`));
   assert.match(race[0].what, new RegExp(`keeps them 60s \\(no keepalive_timeout in upstream http_backend at ${stack.dir}/site\\.conf:2: nginx's default\\)`));
+  assert.equal(code, 1);
+});
+
+test('two apps behind one nginx: every rule evaluated for each app, the one the second breaks named with its socket and its location\'s line', { skip }, async (t) => {
+  const stack = await startForeign(t, 'two-apps', { unix: true, apps: 2 });
+  const { code, report } = doctor(stack);
+  const [a, b] = stack.targets;
+  const site = `${stack.dir}/site.conf`;
+  // overload-bound has no check of its own: the generic evaluation must reach the second app.
+  const bound = findings(report, 'overload-bound');
+  const broken = bound.filter((f) => f.level === 'fail');
+  assert.equal(broken.length, 1, JSON.stringify(bound));
+  assert.match(broken[0].what, new RegExp(`^app on unix:${b} \\(location /b/ at ${site}:26\\): `), broken[0].what);
+  assert.match(broken[0].what, new RegExp(`server unix:${b} max_conns=1000 at ${site}:12`), 'the user\'s line');
+  assert.match(broken[0].what, new RegExp(`the live accept queue of ${b} \\(ss -l\\)`), 'its own socket\'s queue');
+  assert.match(broken[0].fix, new RegExp(`${site}:12`));
+  // In the user's words: the line and the setting to change, the kit's names only as "(the kit's tunekit_...)".
+  assert.match(broken[0].what, /: server max_conns=1000 \(the kit's tunekit_nginx_upstream_max_conns\) is more than the app's accept queue \(the app's listen backlog 511 \(the kit's tunekit_app_backlog\)\)/);
+  assert.doesNotMatch(broken[0].what.replace(/\(the kit's tunekit_\w+\)/g, ''), /tunekit_/, broken[0].what);
+  assert.ok(bound.some((f) => f.level === 'ok' && f.what.startsWith(`app on unix:${a} (location / at ${site}:20): holds: `)), JSON.stringify(bound));
+  assert.ok(report.rules.evaluated.includes('overload-bound'));
+  // The race, a check of its own, compares each upstream with the app it reaches: each app measured on its own socket.
+  const race = findings(report, 'keepalive-race');
+  assert.deepEqual(race.map((f) => [f.level, /measured on (\S+):/.exec(f.what)[1], /upstream (\w+)/.exec(f.what)[1]]), [['ok', a, 'app_a'], ['ok', b, 'app_b']], JSON.stringify(race));
+  assert.equal(code, 1);
+});
+
+test('a PM2 cluster with its defaults behind PM2\'s nginx guide: the race against nginx\'s 60 s, measured through PM2\'s daemon; the workers\' Node and limits read from /proc', { skip: skip || (!fs.existsSync(PM2) && 'pm2 is not installed (npm ci)') }, async (t) => {
+  const stack = await startForeign(t, 'pm2-cluster', { unix: false, pm2: 2 });
+  const { code, report } = doctor(stack);
+  const site = `${stack.dir}/site.conf`;
+  // The app PM2 runs: ss names PM2's daemon (the cluster primary holds the port), and its workers are found under it.
+  const app = report.facts.apps.find((a) => a.target === `127.0.0.1:${stack.target}`);
+  assert.ok(app, JSON.stringify(report.facts.apps));
+  assert.deepEqual(app.pids, [stack.pm2.daemon, ...stack.pm2.workers], 'the daemon, then its cluster workers');
+  assert.deepEqual(app.workers, stack.pm2.workers);
+  assert.equal(app.node.version, process.versions.node, "the workers' Node, from /proc/PID/exe");
+  assert.deepEqual(app.limits['Max open files'].pids, app.pids);
+  assert.ok(report.rules.evaluated.includes('nr-open'), JSON.stringify(report.rules.notEvaluated.find((r) => r.id === 'nr-open')));
+  assert.match(findings(report, 'nr-open')[0].what, new RegExp(`in /proc/${app.pids.join(',')}/limits \\(the app's processes\\)`));
+  // The race: nginx's pool keeps idle connections 60 s (no keepalive_timeout), the
+  // workers close them after Node's 5 s (+ 1 s), measured through the daemon's port.
+  const race = findings(report, 'keepalive-race');
+  assert.deepEqual(race.map((f) => f.level), ['fail'], JSON.stringify(race));
+  const measured = /closes idle connections at (\d+) ms \(measured on 127\.0\.0\.1:(\d+): closed after \d+\.\d s idle\)/.exec(race[0].what);
+  assert.ok(measured, race[0].what);
+  assert.equal(measured[2], stack.target);
+  assert.ok(Number(measured[1]) >= 5000 && Number(measured[1]) < 60000, race[0].what);
+  assert.match(race[0].what, new RegExp(`keeps them 60s \\(no keepalive_timeout in upstream my_nodejs_upstream at ${site}:7: nginx's default\\)`), 'the block the user opens');
+  assert.match(race[0].fix, /^in the app, set server\.keepAliveTimeout above 60000 ms/);
+  // Connection "upgrade" on every request still lets nginx keep the connection (only "close" ends it).
+  assert.deepEqual(levels(report, 'keepalive-pool'), ['ok']);
+  assert.deepEqual(levels(report, 'keepalive-connection'), []);
+  t.diagnostic(`PM2 daemon ${stack.pm2.daemon}, workers ${stack.pm2.workers.join(', ')}; fails: ${report.findings.filter((f) => f.level === 'fail').map((f) => f.id).join(', ')}; rules evaluated live: ${report.rules.evaluated.length} of ${report.rules.total}`);
   assert.equal(code, 1);
 });

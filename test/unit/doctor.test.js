@@ -39,8 +39,16 @@ test('nginx -T output is parsed with includes expanded', () => {
   assert.equal(d.workerRlimitNofile, 1000);
   assert.deepEqual(d.upstreams, [{ name: 'app', servers: ['unix:/run/app/app.sock'], keepalive: 32, keepaliveByDefault: false, keepaliveTimeoutS: 75,
     keepaliveTimeoutAt: 'keepalive_timeout 75s at /x/conf.d/app.conf:5' }]);
-  assert.deepEqual(d.proxies, [{ location: '/', proxyPass: 'http://app', httpVersion: '1.0', connectionHeader: null }]);
+  // Each proxied location with its line and the address it reaches (its upstream block's first server).
+  assert.deepEqual(d.proxies, [{ location: '/', at: '/x/conf.d/app.conf:9', proxyPass: 'http://app', target: 'unix:/run/app/app.sock', httpVersion: '1.0', connectionHeader: null }]);
   assert.deepEqual(d.listens, [{ address: '127.0.0.1:8080', backlog: 8192, quic: false }]);
+});
+
+test("a location's target: proxy_pass's own address when it names no upstream block (TCP, or nginx's unix: form)", () => {
+  const { appTarget } = require('../../lib/live/nginx');
+  assert.equal(appTarget('http://127.0.0.1:3000/api/'), '127.0.0.1:3000');
+  assert.equal(appTarget('http://unix:/run/app/app.sock:/api/'), 'unix:/run/app/app.sock');
+  assert.equal(appTarget('http://[::1]:3000'), '[::1]:3000');
 });
 
 test('nginx times convert to seconds', () => {

@@ -107,7 +107,10 @@ test('doctor over a host the kit did not deploy: the broken rule in the host\'s 
   const { findings, rules: coverage } = doctor.audit(hostFacts(), config.resolve());
   const f = findings.find((x) => x.id === 'nginx-limit-nofile');
   assert.equal(f.level, 'fail');
-  assert.match(f.what, /tunekit_nginx_limit_nofile=4096 \("Max open files" hard 4096 in \/proc\/100\/limits \(nginx's master\)\)/);
+  // The user's words first (the /proc field, the directive and its line), the kit's names only in parentheses.
+  assert.equal(f.what, '"Max open files" hard 4096 in /proc/100/limits (nginx\'s master), worker_rlimit_nofile 8192 at /etc/nginx/nginx.conf:1: ' +
+    'the hard "Max open files" limit of nginx\'s master 4096 (the kit\'s tunekit_nginx_limit_nofile) must be at least worker_rlimit_nofile 8192 (the kit\'s tunekit_nginx_worker_rlimit_nofile): ' +
+    'systemd caps what nginx workers may raise to');
   assert.match(f.fix, /worker_rlimit_nofile 8192 at \/etc\/nginx\/nginx.conf:1/);
   assert.equal(coverage.total, table.length);
   assert.equal(coverage.evaluated.length + coverage.notEvaluated.length, table.length, 'every rule is counted once');
@@ -142,7 +145,7 @@ test('adding a rule is a row in the table: render refuses it and doctor reports 
   const { findings, rules: coverage } = doctor.audit(facts, config.resolve(), { table: copy });
   const f = findings.find((x) => x.id === 'pool-timeout-floor');
   assert.equal(f.level, 'warn');
-  assert.match(f.what, /keepalive_timeout 10s at \/etc\/nginx\/nginx.conf:\d+\).*: tunekit_nginx_upstream_keepalive_timeout_s=10 is under 30 with worker_connections 2048/);
+  assert.match(f.what, /^keepalive_timeout 10s at \/etc\/nginx\/nginx.conf:\d+, .*: keepalive_timeout 10 \(the kit's tunekit_nginx_upstream_keepalive_timeout_s\) is under 30 with worker_connections 2048/);
   assert.ok(coverage.evaluated.includes('pool-timeout-floor'));
   assert.equal(coverage.total, table.length + 1);
   // The docs' table (npm run generate) lists it as evaluated live.

@@ -28,6 +28,9 @@ test('a # Live: line is parsed into its sources, in order', (t) => {
     { kind: 'app.json', field: 'idleMs', seconds: true },
   ]);
   assert.equal(d.what, 'A value for the test.', 'the line is not part of the prose');
+  // The Node version of the app's processes, where no /healthz reports it (a PM2 cluster's workers).
+  assert.deepEqual(live.parse('healthz node or process node-version'), [{ kind: 'healthz', field: 'node', seconds: false }, { kind: 'process', field: 'node-version' }]);
+  assert.equal(live.term({ kind: 'process', field: 'node-version' }), "the app's Node version");
 });
 
 test('a # Live: line outside the grammar is refused, naming the variable and what to write', (t) => {
