@@ -95,13 +95,15 @@ let resolved = null;
 
 /**
  * One sample: what doctor reads of the host, audited, and the queues of `unix`
- * and `tcp` (ss's names). The app is not measured black-box (lib/probe.js holds
- * two connections for seconds): an app with neither app.json nor /healthz has
- * its timeout rules not evaluated. table, definition: a copy, in tests.
+ * and `tcp` (ss's names). The app is sent nothing (no GET /healthz, no
+ * black-box probe, lib/probe.js): a request every interval would be one of the
+ * app's own, served by its code. Its values come from app.json (what the runner
+ * was started with); an app with no app.json has its timeout rules not
+ * evaluated here. table, definition: a copy, in tests.
  * Returns { text, errors (what could not be read), coverage }.
  */
 async function sample({ nginxConf, nginxBin, appConfig, unix = [], tcp = [], table, definition } = {}) {
-  const facts = await doctor.gather({ ...(nginxConf && { nginxConf }), ...(nginxBin && { nginxBin }), ...(appConfig && { appConfig }), probePath: false });
+  const facts = await doctor.gather({ ...(nginxConf && { nginxConf }), ...(nginxBin && { nginxBin }), ...(appConfig && { appConfig }), probePath: false, askApp: false });
   if (!resolved) resolved = config.resolve();
   const { rules: coverage } = doctor.audit(facts, resolved, { ...(table && { table }), ...(definition && { definition }) });
   const wanted = [...unix.map((socket) => ({ kind: 'unix', socket })), ...tcp.map((socket) => ({ kind: 'tcp', socket }))];

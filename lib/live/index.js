@@ -4,7 +4,6 @@
 //   nginx.js    `nginx -T` into the nginx model, its processes' limits, its error log
 //   sockets.js  the listening sockets (`ss -l`) and each app socket's file and listener
 //   app.js      the app's own values: app.json, GET /healthz, else measured (lib/probe.js)
-//   apps.js     each app nginx proxies to: its address, processes (a cluster primary's workers), values
 //   host.js     /proc and the kernel (limits, process state, sysctls)
 //   sources.js  the sysctls, /proc limits and systemd properties the `# Live:` lines name
 //   variables.js  those facts as the rules' variables, by the definition's `# Live:` lines
@@ -18,15 +17,16 @@ const { listeners, socketFacts } = require('./sockets');
 const { DEFAULT_NGINX_CONF, gatherNginx } = require('./nginx');
 const { DEFAULT_APP_CONFIG, healthz, probeApp, gatherAppSettings, appTimeouts } = require('./app');
 const { gatherSources } = require('./sources');
-const { gatherApps } = require('./apps');
 
 /**
- * Read what runs. Options: nginxConf, nginxBin, appConfig, socket. A path
+ * Read what runs. Options: nginxConf, nginxBin, appConfig, socket; askApp:
+ * false sends the app nothing (no GET /healthz; pass probePath: false too), the
+ * sampler's way: a request every interval would be one of the app's. A path
  * given explicitly must exist (UsageError otherwise); a default path that does
  * not exist skips its layer. facts.read lists what was read, facts.skipped
  * every layer left out and why.
  */
-async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig, socket = null, probePath = '/' } = {}) {
+async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig, socket = null, probePath = '/', askApp = true } = {}) {
   for (const [flag, file] of [['--nginx-conf', nginxConf], ['--app-config', appConfig], ['--socket', socket]]) {
     if (file && !fs.existsSync(file)) throw new UsageError(`${flag} ${file}: no such file; pass the path of the live file`);
   }
@@ -55,7 +55,7 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     facts.sockets.push(socketFacts(p, facts));
   }
   const first = facts.sockets.find((s) => s.exists && s.isSocket);
-  const hz = first ? await healthz(first.path) : null;
+  const hz = first && askApp ? await healthz(first.path) : null;
   if (hz) facts.read.push(`GET /healthz on ${first.path}`);
   facts.app = {
     settings: appSettings,
@@ -64,7 +64,6 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     probe: null,
   };
   if (!appTimeouts(facts.app) && probePath !== false) await probeApp(facts, first, probePath);
-  facts.apps = await gatherApps(facts, { socket, probePath, first: first && first.path });
   gatherSources(facts);
   return facts;
 }

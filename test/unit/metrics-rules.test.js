@@ -243,7 +243,7 @@ test('the sampler writes doctor\'s verdict on every rule doctor evaluates, and n
   assert.deepEqual(Object.entries(got).filter(([, v]) => v.value !== 0), [], 'the kit\'s own files break no rule');
   for (const r of coverage.notEvaluated) assert.match(text, new RegExp(`^tunekit_rule_not_evaluated\\{rule="${r.id}",why="[^"]+`, 'm'));
   // The same verdicts doctor's audit gives over the same host.
-  const facts = await doctor.gather({ ...opts, probePath: false });
+  const facts = await doctor.gather({ ...opts, probePath: false, askApp: false });
   assert.deepEqual(doctor.audit(facts).rules.evaluated, coverage.evaluated);
   assert.match(text, /^tunekit_rule_input\{rule="keepalive-race",variable="tunekit_nginx_upstream_keepalive_timeout_s"\} \d+$/m);
   const check = await promtool(['check', 'metrics'], { input: text });
@@ -256,7 +256,7 @@ test('the keep-alive race by hand (no keepalive_timeout line, app at 5 s): the s
   const got = verdicts((await textfile.sample(opts)).text);
   assert.equal(got['keepalive-race'].value, 1);
   assert.equal(got['keepalive-race'].level, 'fail');
-  const finding = doctor.audit(await doctor.gather({ ...opts, probePath: false })).findings.find((f) => f.id === 'keepalive-race' && f.level === 'fail');
+  const finding = doctor.audit(await doctor.gather({ ...opts, probePath: false, askApp: false })).findings.find((f) => f.id === 'keepalive-race' && f.level === 'fail');
   assert.ok(finding, 'doctor fails keepalive-race');
   // doctor's finding: where it read the values, then the rule's text (then a note of its own).
   assert.ok(finding.what.includes(`: ${got['keepalive-race'].says}`), `doctor's finding holds the sampler's text:\n${finding.what}\n${got['keepalive-race'].says}`);

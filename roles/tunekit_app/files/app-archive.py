@@ -49,11 +49,15 @@ def entries(root, patterns, only=()):
     for folder, dirs, files in os.walk(root):
         # Pruned in place: os.walk never descends into an excluded folder.
         rel = os.path.relpath(folder, root)
-        path = lambda name, rel=rel: name if rel == '.' else os.path.join(rel, name)
-        dirs[:] = sorted(d for d in dirs if not excluded(d, patterns) and selected(path(d), only))
-        for name in dirs + sorted(f for f in files if not excluded(f, patterns) and selected(path(f), only)):
-            out.append(path(name))
+        dirs[:] = sorted(d for d in dirs if not excluded(d, patterns) and selected(joined(rel, d), only))
+        for name in dirs + sorted(f for f in files if not excluded(f, patterns) and selected(joined(rel, f), only)):
+            out.append(joined(rel, name))
     return out
+
+
+def joined(rel, name):
+    """A name in the folder rel (relative to the root; '.' the root itself)."""
+    return name if rel == '.' else os.path.join(rel, name)
 
 
 def normalised(info):
