@@ -4,6 +4,7 @@
 //   nginx.js    `nginx -T` into the nginx model, its processes' limits, its error log
 //   sockets.js  the listening sockets (`ss -l`) and each app socket's file and listener
 //   app.js      the app's own values: app.json, GET /healthz, else measured (lib/probe.js)
+//   apps.js     each app nginx proxies to: its address, processes (a cluster primary's workers), values
 //   host.js     /proc and the kernel (limits, process state, sysctls)
 //   sources.js  the sysctls, /proc limits and systemd properties the `# Live:` lines name
 //   variables.js  those facts as the rules' variables, by the definition's `# Live:` lines
@@ -17,6 +18,7 @@ const { listeners, socketFacts } = require('./sockets');
 const { DEFAULT_NGINX_CONF, gatherNginx } = require('./nginx');
 const { DEFAULT_APP_CONFIG, healthz, probeApp, gatherAppSettings, appTimeouts } = require('./app');
 const { gatherSources } = require('./sources');
+const { gatherApps } = require('./apps');
 
 /**
  * Read what runs. Options: nginxConf, nginxBin, appConfig, socket; askApp:
@@ -64,6 +66,7 @@ async function gather({ nginxConf, nginxBin = findNginx() || 'nginx', appConfig,
     probe: null,
   };
   if (!appTimeouts(facts.app) && probePath !== false) await probeApp(facts, first, probePath);
+  facts.apps = await gatherApps(facts, { socket, probePath, first: first && first.path, askApp });
   gatherSources(facts);
   return facts;
 }
