@@ -30,7 +30,7 @@ const { readDefinition } = require('./config/definition');
 const {
   poolVars, keepalivePool, keepaliveRaceCases, measuredHeadersCases, keepaliveRaceUnknown, upgradeMapCases, upgradeMapUnpooled,
 } = require('./checks/keepalive');
-const { listenBacklogCases, listenBacklogIdle, altSvcServed, appSocketBacklog, nginxNofile } = require('./checks/listen');
+const { listenBacklogCases, listenBacklogIdle, altSvcServed, appSocketBacklog, nginxNofile, nginxLimitEvidence } = require('./checks/listen');
 const { octal, existing, socketDir, socketAccess, appNofile, acceptQueue, socketDeleted, socketListener } = require('./checks/socket');
 const { workerConnectionsAlert, nginxRlimitAlert, nginxEmfileAlert } = require('./checks/errorlog');
 
@@ -184,6 +184,10 @@ const CHECKS = [
   },
 ];
 
+// What a check of the live host shows of a rule's cause, folded into the rule's
+// finding when it is broken (one cause, one finding): (facts) -> text | null.
+const EVIDENCE = { 'nginx-limit-nofile': nginxLimitEvidence };
+
 /**
  * The audit of gathered facts. Pure: facts in, { findings, rules } out.
  * Each rule of the table is evaluated once over the live host: by its check of
@@ -272,6 +276,8 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     }
     for (const { r, live, names } of groups.values()) {
       const f = generic(r, live, definition);
+      const seen = r.broken && EVIDENCE[rule.id] && EVIDENCE[rule.id](facts);
+      if (seen) f.what += `; ${seen}`;
       out.push(groups.size > 1 ? { ...f, what: `${names.join('; ')}: ${f.what}` } : f);
     }
   });

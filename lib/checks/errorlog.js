@@ -4,6 +4,7 @@
 // descriptors (no live check can see a past peak).
 
 const { ERROR_LOG_HOURS } = require('../live/nginx');
+const { workersCapped } = require('./listen');
 
 // What nginx's error log says it ran out of (no live check can see a past peak).
 const alert = (facts, id) => facts.nginx && facts.nginx.alerts && facts.nginx.alerts[id];
@@ -16,8 +17,9 @@ function workerConnectionsAlert(facts) {
     fix: 'raise worker_connections (tunekit_nginx_worker_connections; ansible/profiles/large.yml has 16384), and worker_rlimit_nofile with it (the kit derives 2x)' }] : [];
 }
 
+// While the workers are held at the master's hard limit, the rule nginx-limit-nofile reports this alert with its cause.
 function nginxRlimitAlert(facts) {
-  const a = alert(facts, 'nginx-rlimit');
+  const a = !workersCapped(facts) && alert(facts, 'nginx-rlimit');
   return a ? [{ id: 'nginx-rlimit', level: 'warn', what: `nginx could not raise its open-files limit (${a.count} time(s) in the last ${ERROR_LOG_HOURS} h): "${a.last}"; its workers run with the limit they inherited`,
     fix: 'raise the hard limit nginx starts with: LimitNOFILE= in nginx.service (the kit renders a drop-in that covers worker_rlimit_nofile)' }] : [];
 }

@@ -57,6 +57,34 @@ function appSocketBacklog(facts) {
     : { id: 'backlog', level: 'ok', what: `app socket ${s.path}: live accept queue ${s.backlog} (somaxconn ${somaxconn})` }));
 }
 
+/**
+ * nginx's workers held under 2 x worker_connections by the master's hard limit:
+ * it is below what they ask (worker_rlimit_nofile, else the soft limit they
+ * inherit), so their setrlimit() fails and they keep at most that limit. One
+ * cause, which the rule nginx-limit-nofile names: { low, need } of the workers'
+ * live limits, or null when the hard limit does not explain them.
+ */
+function workersCapped(facts) {
+  const n = facts.nginx;
+  const l = facts.limits && facts.limits.nginx && facts.limits.nginx['Max open files'];
+  if (!n || !l || !n.workerNofile || !n.workerNofile.length) return null;
+  const low = Math.min(...n.workerNofile);
+  const need = n.workerConnections * 2;
+  return l.hard < (n.workerRlimitNofile ?? l.soft) && low <= l.hard && low < need ? { low, need } : null;
+}
+
+/**
+ * What the running workers (and nginx's error log, where it said so) show of the
+ * rule nginx-limit-nofile's cause, folded into its finding.
+ */
+function nginxLimitEvidence(facts) {
+  const c = workersCapped(facts);
+  if (!c) return null;
+  const a = facts.nginx.alerts && facts.nginx.alerts['nginx-rlimit'];
+  return `nginx's running workers show it: their open-files limit is ${c.low} (/proc of its workers), under 2 x worker_connections ${facts.nginx.workerConnections}` +
+    `${a ? `; its error log: "${a.last}"` : ''}`;
+}
+
 function nginxNofile(facts) {
   const n = facts.nginx;
   if (!n) return [];
@@ -65,7 +93,8 @@ function nginxNofile(facts) {
   if (n.workerRlimitNofile == null) {
     out.push({ id: 'nofile', level: 'warn', what: 'worker_rlimit_nofile is not set; workers inherit the service\'s limit', fix: `set worker_rlimit_nofile ${need} (2 x worker_connections ${n.workerConnections})` });
   }
-  if (n.workerNofile && n.workerNofile.length) {
+  // Capped by the master's hard limit: the rule nginx-limit-nofile reports it, with this as its evidence.
+  if (n.workerNofile && n.workerNofile.length && !workersCapped(facts)) {
     const low = Math.min(...n.workerNofile);
     out.push(low < need
       ? { id: 'nofile', level: 'fail', what: `a running nginx worker has an open-files limit of ${low} < ${need}`, fix: 'raise LimitNOFILE in nginx.service.d and worker_rlimit_nofile, then reload' }
@@ -74,4 +103,4 @@ function nginxNofile(facts) {
   return out;
 }
 
-module.exports = { listenBacklogCases, listenBacklogIdle, altSvcServed, appSocketBacklog, nginxNofile };
+module.exports = { listenBacklogCases, listenBacklogIdle, altSvcServed, appSocketBacklog, nginxNofile, nginxLimitEvidence, workersCapped };

@@ -59,9 +59,10 @@ async function startPm2(stops, dir, port, instances) {
 /**
  * The stack of FIXTURES/name running: { dir, nginxConf, target, targets, port, pm2 }. Stopped after the test.
  * apps: how many apps the site proxies to (TARGET, TARGET2, ...), each its own process;
- * pm2: the one app on a port under PM2 in cluster mode with that many instances.
+ * pm2: the one app on a port under PM2 in cluster mode with that many instances;
+ * wrap: the command nginx is started through (it execs nginx: the same pid).
  */
-async function startForeign(t, name, { unix, apps = 1, pm2 = 0 }) {
+async function startForeign(t, name, { unix, apps = 1, pm2 = 0, wrap = [] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-foreign-'));
   fs.chmodSync(dir, 0o755);
   const procs = [];
@@ -105,7 +106,8 @@ async function startForeign(t, name, { unix, apps = 1, pm2 = 0 }) {
     'http {', '    access_log off;',
     ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((k) => `    ${k}_temp_path ${dir}/tmp/${k};`),
     `    include ${dir}/site.conf;`, '}', ''].join('\n'));
-  const nginx = spawn(nginxBinary(), ['-c', nginxConf, '-g', 'daemon off;'], { stdio: 'inherit' });
+  const command = [...wrap, nginxBinary(), '-c', nginxConf, '-g', 'daemon off;'];
+  const nginx = spawn(command[0], command.slice(1), { stdio: 'inherit' });
   procs.push(nginx);
   await until(`${name} serving through nginx`, async () => (await get(listen)) === 200, 30000, 100);
   return { dir, nginxConf, target: targets[0], targets, port: listen, pm2: cluster };
@@ -232,4 +234,24 @@ test('a PM2 cluster with its defaults behind PM2\'s nginx guide: the race agains
   assert.deepEqual(levels(report, 'keepalive-connection'), []);
   t.diagnostic(`PM2 daemon ${stack.pm2.daemon}, workers ${stack.pm2.workers.join(', ')}; fails: ${report.findings.filter((f) => f.level === 'fail').map((f) => f.id).join(', ')}; rules evaluated live: ${report.rules.evaluated.length} of ${report.rules.total}`);
   assert.equal(code, 1);
+});
+
+// nginx in a container: Docker's default capabilities leave out CAP_SYS_RESOURCE
+// (https://docs.docker.com/engine/containers/run/#runtime-privilege-and-linux-capabilities),
+// so the workers' setrlimit() to worker_rlimit_nofile fails above the hard limit
+// nginx started under, and they keep the soft limit they inherited.
+const CAPSH = ['/usr/sbin/capsh', '/sbin/capsh'].find((p) => fs.existsSync(p));
+test('nginx held under a hard open-files limit below worker_rlimit_nofile (no CAP_SYS_RESOURCE, as in a container): one cause, one finding, in the host\'s terms', { skip: skip || (!CAPSH && 'capsh is not installed (apt-get install libcap2-bin)') }, async (t) => {
+  const stack = await startForeign(t, 'container-nofile', { unix: true,
+    wrap: [CAPSH, '--drop=cap_sys_resource', '--', '-c', 'ulimit -Sn 1024 && ulimit -Hn 4096 && exec "$0" "$@"'] });
+  const { report } = doctor(stack);
+  // nofile (the workers' live limit), nginx-rlimit (the error log's alert) and nginx-limit-nofile (the
+  // rule over the master's hard limit) all see the one cause: one finding, the rule's, with the others as its evidence.
+  const seen = report.findings.filter((f) => ['nofile', 'nginx-rlimit', 'nginx-limit-nofile'].includes(f.id) && f.level !== 'ok');
+  assert.deepEqual(seen.map((f) => [f.id, f.level]), [['nginx-limit-nofile', 'fail']], JSON.stringify(seen));
+  const [f] = seen;
+  assert.match(f.what, new RegExp(`^"Max open files" hard 4096 in /proc/\\d+/limits \\(nginx's master\\), worker_rlimit_nofile 8192 at ${stack.dir}/nginx\\.conf:8: `), f.what);
+  assert.match(f.what, /: the hard "Max open files" limit of nginx's master 4096 \(the kit's tunekit_nginx_limit_nofile\) must be at least worker_rlimit_nofile 8192 \(the kit's tunekit_nginx_worker_rlimit_nofile\)/);
+  assert.match(f.what, /; nginx's running workers show it: their open-files limit is 1024 \(\/proc of its workers\), under 2 x worker_connections 2048; its error log: ".*setrlimit\(RLIMIT_NOFILE, 8192\) failed \(1: Operation not permitted\)"$/);
+  assert.doesNotMatch(f.what.replace(/\(the kit's tunekit_\w+\)/g, ''), /tunekit_/);
 });

@@ -121,6 +121,25 @@ test('doctor over a host the kit did not deploy: the broken rule in the host\'s 
   assert.ok(coverage.notEvaluated.find((r) => r.id === 'nr-open').missing.some((m) => m.variable === 'tunekit_app_limit_nofile'));
 });
 
+test("one cause, one finding: nginx's master under a hard open-files limit below worker_rlimit_nofile, its workers left at the limit they inherited", () => {
+  // setrlimit(RLIMIT_NOFILE, 8192) fails in each worker (over the master's hard 4096):
+  // they keep the soft limit they inherited, 1024, under 2 x worker_connections.
+  const facts = hostFacts();
+  facts.nginx.workerNofile = [1024, 1024];
+  const said = '2026/12/05 06:36:26 [alert] 23840#23840: setrlimit(RLIMIT_NOFILE, 8192) failed (1: Operation not permitted)';
+  facts.nginx.alerts = { 'nginx-rlimit': { count: 1, last: said } };
+  const { findings } = doctor.audit(facts, config.resolve());
+  const fails = findings.filter((f) => f.level === 'fail');
+  assert.deepEqual(fails.map((f) => f.id), ['nginx-limit-nofile'], JSON.stringify(fails));
+  assert.ok(fails[0].what.endsWith(`; nginx's running workers show it: their open-files limit is 1024 (/proc of its workers), under 2 x worker_connections 2048; its error log: "${said}"`), fails[0].what);
+  // nginx's alert is the same cause: no warning of its own beside it.
+  assert.deepEqual(findings.filter((f) => f.id === 'nginx-rlimit'), []);
+  // A worker limit the master's hard limit does not explain is a finding of its own.
+  facts.limits.nginx['Max open files'].hard = 65536;
+  facts.nginx.workerNofile = [1024];
+  assert.deepEqual(doctor.audit(facts, config.resolve()).findings.filter((f) => f.level === 'fail').map((f) => f.id), ['nofile']);
+});
+
 test('adding a rule is a row in the table: render refuses it and doctor reports it, with no code of its own', (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-rule-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
