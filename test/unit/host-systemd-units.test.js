@@ -256,5 +256,5 @@ test('the metrics units pass systemd-analyze verify and each drop-in replaces Ex
   const unit = fs.readFileSync(path.join(unitDir, sampler), 'utf8');
   // It writes the textfile directory; nginx -T (doctor's reader) opens nginx's pid file and logs.
   assert.match(unit, new RegExp(`^ReadWritePaths=${vars.tunekit_metrics_textfile_dir} /run /var/log/nginx$`, 'm'));
-  assert.match(unit, /^CapabilityBoundingSet=CAP_DAC_OVERRIDE$/m);
+  assert.match(unit, /^CapabilityBoundingSet=CAP_DAC_OVERRIDE CAP_NET_BIND_SERVICE$/m);
 });
