@@ -22,10 +22,13 @@ const CONNECTIONS = ['new', 'reused'];
 // Upper bounds (seconds) of the event-loop delay histogram: a healthy loop sits in
 // the first buckets; 0.1 s and above is a loop that holds requests in its queue.
 const DELAY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
-// perf_hooks samples the loop every RESOLUTION_MS and records the interval it
-// measured, the resolution included (an idle loop reads about 10.1 ms): the delay
-// is that minus the resolution.
-const RESOLUTION_MS = 10;
+// perf_hooks samples the loop every loopResolutionMs (tunekit_metrics_loop_resolution_ms)
+// and records the interval it measured, the resolution included (an idle loop reads
+// about 10.1 ms at 10): the delay is that minus the resolution. Each sample is a
+// timer that wakes an idle worker, at about the CPU cost of a request: the period
+// is the meter's one cost that is paid by the second, not by the request.
+// Without one (a test), Node's own default resolution.
+const NODE_RESOLUTION_MS = 10;
 const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
 // When an unplanned death came (app/crashes.js): before the worker listened, within
 // tunekit_app_min_uptime_ms of it, or after. No label per error: an error's
@@ -41,9 +44,12 @@ const SERVED = Symbol('tunekit.metrics.served');
 
 // ---- the meter: one per worker process ----------------------------------------
 
-function createMeter() {
-  const monitor = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
-  monitor.enable();
+/**
+ * A worker's meter. Its event-loop monitor starts with watchLoop, once the worker
+ * serves: a warm spare waits with no timer of its own.
+ */
+function createMeter({ loopResolutionMs = NODE_RESOLUTION_MS } = {}) {
+  const monitor = monitorEventLoopDelay({ resolution: loopResolutionMs });
   return {
     // Flat counts, index classIndex * 2 + (reused ? 1 : 0): a request costs two
     // integer updates, no string and no object (sample() names them).
@@ -53,7 +59,13 @@ function createMeter() {
     shed: Object.fromEntries(SHED_REASONS.map((r) => [r, 0])),
     delay: { counts: DELAY_BUCKETS.map(() => 0), sum: 0, count: 0 },
     monitor,
+    loopResolutionMs,
   };
+}
+
+/** Start sampling the event-loop delay (the worker serves). */
+function watchLoop(meter) {
+  meter.monitor.enable();
 }
 
 /** A connection accepted: counted, and active until it closes. */
@@ -108,7 +120,7 @@ function countAtOrBelow(h, ns) {
 function foldDelay(meter) {
   const h = meter.monitor;
   if (!h.count) return;
-  const offset = RESOLUTION_MS * 1e6;
+  const offset = meter.loopResolutionMs * 1e6;
   DELAY_BUCKETS.forEach((b, i) => { meter.delay.counts[i] += countAtOrBelow(h, b * 1e9 + offset); });
   meter.delay.sum += (Math.max(0, h.mean - offset) * h.count) / 1e9;
   meter.delay.count += h.count;
@@ -292,5 +304,5 @@ function render({ workers, primary = null }) {
 
 module.exports = {
   CLASSES, CONNECTIONS, DELAY_BUCKETS, RESTART_REASONS, CRASH_STAGES, SHED_REASONS, CONTENT_TYPE,
-  createMeter, countConnection, countRequest, countResponse, countShed, sample, infoOf, createPrimaryCounters, countEvent, render,
+  createMeter, watchLoop, countConnection, countRequest, countResponse, countShed, sample, infoOf, createPrimaryCounters, countEvent, render,
 };

@@ -16,7 +16,7 @@ const { SettingsError } = require('./errors');
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
   'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
-  'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs',
+  'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs', 'metricsLoopResolutionMs',
 ];
 
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
@@ -120,7 +120,7 @@ function normalize(input) {
       throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
     }
   }
-  for (const key of ['backlog', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs']) {
+  for (const key of ['backlog', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs', 'metricsLoopResolutionMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
   }
   for (const key of BOOLEAN_FIELDS) {

@@ -209,6 +209,15 @@ function watchFiles() {
   setInterval(readFilesLimit, FILES_CHECK_MS).unref();
 }
 
+/**
+ * The worker listens: what it watches only while it serves starts now (a warm
+ * spare, loaded and waiting, runs no timer: each would wake it for nothing).
+ */
+function serving() {
+  watchFiles();
+  if (meter) metrics.watchLoop(meter);
+}
+
 function countFiles() {
   const open = files.baseline + sockets.size;
   if (open < files.limit) return;
@@ -246,6 +255,7 @@ function responseClosed() {
 /** Route every request through one listener that knows about draining. */
 function installDispatcher(srv) {
   const listeners = srv.listeners('request');
+  const queueBudgetMs = settings.queueBudgetMs;
   srv.removeAllListeners('request');
   srv.on('connection', (socket) => {
     sockets.add(socket);
@@ -271,7 +281,8 @@ function installDispatcher(srv) {
       markClosing(socket);
     }
     // Past the queue budget (app/shed.js): answered here, no app code runs.
-    if (shed.overBudget(req, settings.queueBudgetMs, Date.now())) {
+    // No budget (0, the default): no clock read, no header parsed.
+    if (queueBudgetMs > 0 && shed.overBudget(req, queueBudgetMs, Date.now())) {
       if (meter) metrics.countShed(meter, 'queue_time');
       shed.answerShed(res, settings.shedRetryAfterS, settings.queueBudgetMs);
       logShed(req);
@@ -485,7 +496,7 @@ async function serveOwnMetrics() {
 async function main() {
   settings = readSettings();
   process.env.TUNEKIT_WORKERS = String(settings.workers);
-  if (settings.metrics) meter = metrics.createMeter();
+  if (settings.metrics) meter = metrics.createMeter({ loopResolutionMs: settings.metricsLoopResolutionMs });
   if (settings.metrics && !managed) await serveOwnMetrics();
   const app = await loadApp(settings.module);
   server = app.server;
@@ -494,7 +505,7 @@ async function main() {
   // A listen that fails (the cluster primary, PM2's daemon, could not bind: its error
   // comes as the listen's) is said in one line; any other server error is fatal.
   server.on('error', (err) => (!server.listening && ['bind', 'listen'].includes(err.syscall) ? listenRefused(err, settings) : fatal(err, 'server')));
-  server.once('listening', watchFiles);
+  server.once('listening', serving);
 
   if (!managed) {
     listenThroughPrimary(server, settings, () => {

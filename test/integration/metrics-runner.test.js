@@ -119,3 +119,29 @@ test('the primary serves every worker\'s series and its own counters: kill -9 is
   assert.ok(valueOf(m.body, 'tunekit_app_drains_total') >= 2, 'the replaced workers left by a drain');
   assert.equal(valueOf(m.body, 'tunekit_app_socket_rebinds_total'), 0);
 });
+
+test('a warm spare samples no event-loop delay until it serves; promoted, it does', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const url = `http://127.0.0.1:${await freePort()}/metrics`;
+  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
+  await r.ready();
+  const spareReady = await r.waitFor('spare-ready', () => true);
+  const samples = (body, worker) => {
+    const m = new RegExp(`^tunekit_app_event_loop_delay_seconds_count\\{worker="${worker}",pid="(\\d+)"\\} (\\d+)$`, 'm').exec(body);
+    return m ? { pid: Number(m[1]), count: Number(m[2]) } : null;
+  };
+  // The serving workers sample their loop; the spare, loaded and waiting, runs no timer.
+  const m = await until('both serving workers sampled', async () => {
+    const x = await scrape(url);
+    return samples(x.body, '1')?.count > 0 && samples(x.body, '2')?.count > 0 ? x : null;
+  });
+  assert.deepEqual(samples(m.body, 'spare'), { pid: spareReady.worker_pid, count: 0 }, 'the spare took no sample');
+
+  // Slot 1's worker dies: the spare takes its place and samples from then on.
+  process.kill(samples(m.body, '1').pid, 'SIGKILL');
+  await until('the promoted spare samples its loop', async () => {
+    const x = samples((await scrape(url)).body, '1');
+    return x && x.pid === spareReady.worker_pid && x.count > 0;
+  });
+});

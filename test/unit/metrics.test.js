@@ -13,7 +13,7 @@ const settings = require('../../app/settings');
 const metrics = require('../../app/metrics');
 const { instanceEndpoint } = require('../../app/metrics-server');
 const { settingsFor } = require('../../bin/commands/run');
-const { runCommand } = require('../lib/util');
+const { runCommand, until } = require('../lib/util');
 const { PROMTOOL } = require('../lib/prometheus');
 
 const defaults = () => config.appSettings(config.resolve({}));
@@ -65,6 +65,7 @@ test('the meter: a request on a connection that carried one before is reused, el
 test('event-loop delay: a blocked loop lands in the buckets at and above its length, cumulative', async (t) => {
   const meter = metrics.createMeter();
   t.after(() => meter.monitor.disable());
+  metrics.watchLoop(meter);
   // Block the loop for 120 ms (at least: the wall clock decides), let the monitor's
   // timer record it, sample.
   await new Promise((r) => setImmediate(r));
@@ -151,6 +152,29 @@ test('app.json renders the switch and the address from the definition', () => {
   assert.equal(d.metrics, true);
   assert.equal(d.metricsListen, 'tcp:127.0.0.1:9464');
   assert.ok(fs.readFileSync(require.resolve('../../app/settings.json.j2'), 'utf8').includes('tunekit_metrics_listen'));
+});
+
+test('event-loop delay: sampled every loopResolutionMs (tunekit_metrics_loop_resolution_ms), that period subtracted; nothing before watchLoop', async (t) => {
+  const meter = metrics.createMeter({ loopResolutionMs: 100 });
+  t.after(() => meter.monitor.disable());
+  // Not watched yet (a warm spare): no timer, no sample.
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(metrics.sample(meter, {}).delay.count, 0, 'no sample before watchLoop');
+  const start = process.hrtime.bigint();
+  metrics.watchLoop(meter);
+  await until('three samples', async () => (meter.monitor.count >= 3 ? true : null));
+  const elapsedMs = Number(process.hrtime.bigint() - start) / 1e6;
+  const { delay } = metrics.sample(meter, {});
+  // A timer never fires more often than its period: at Node's 10 ms there would be
+  // about ten times as many samples in the same time.
+  assert.ok(delay.count <= elapsedMs / 100 + 1, `${delay.count} samples in ${Math.round(elapsedMs)} ms: more than one per 100 ms`);
+  // An idle loop is late by almost nothing: the 100 ms period is not read as delay.
+  assert.ok(delay.sum / delay.count < 0.05, `mean delay ${delay.sum / delay.count} s: the period was not subtracted`);
+});
+
+test('the event-loop sampling period comes from the definition, and an app.json with 0 is refused by name', () => {
+  assert.equal(defaults().metricsLoopResolutionMs, 100, 'tunekit_metrics_loop_resolution_ms rendered into app.json');
+  assert.throws(() => settings.normalize({ ...defaults(), metricsLoopResolutionMs: 0 }), /metricsLoopResolutionMs=0 must be at least 1/);
 });
 
 test('a sample at the open-files limit: no throw (a scrape must not kill the worker), every descriptor counted open, the last limit read', () => {
