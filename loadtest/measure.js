@@ -115,6 +115,15 @@ function serverCpu(pidsBefore, pidsAfter, before, after, d) {
   const nginxUs = split(nginxPids).us;
   const appUs = split(appPids).us;
   const us = nginxUs + appUs;
+  // How evenly each side's workers shared the work: the busiest one's share of
+  // their CPU (nginx: the workers past the master; app: past the primary).
+  // With reuseport the kernel hashes each new connection to a worker, so a run's
+  // few generator connections can land unevenly (docs/benchmarks.md).
+  const top = (pids) => {
+    const us = pids.map((p) => (after.has(p) ? after.get(p) - (before.get(p) || 0) : 0));
+    const sum = us.reduce((a, b) => a + b, 0);
+    return pids.length > 1 && sum > 0 ? Math.max(...us) / sum : null;
+  };
   return {
     cpuUs: us,
     nginxCpuUs: nginxUs,
@@ -123,6 +132,7 @@ function serverCpu(pidsBefore, pidsAfter, before, after, d) {
     cores: us / 1e6 / d.elapsedS,
     source: cpu.cpuSource(),
     processes: { nginx: (pidsBefore.nginx || []).length, app: (pidsBefore.app || []).length },
+    topWorkerCpuShare: { nginx: top((pidsBefore.nginx || []).slice(1)), app: top((pidsBefore.app || []).slice(1)) },
     pids: pidsBefore,
     vanished: total.vanished,
   };

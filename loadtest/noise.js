@@ -22,6 +22,7 @@ const SUSPECTS = [
   ['wait', 'share of the server threads\' runnable time spent waiting for a CPU', (r) => r.server && r.server.sched && r.server.sched.waitShare],
   ['migr/kreq', 'server threads\' moves between CPUs per 1,000 requests', (r) => r.server && r.server.sched && r.server.sched.migrationsPerKReq],
   ['preempt/kreq', 'server threads taken off a CPU while runnable, per 1,000 requests', (r) => r.server && r.server.sched && r.server.sched.involuntaryPerKReq],
+  ['nginx top', 'the busiest nginx worker\'s share of nginx\'s worker CPU', (r) => r.server && r.server.topWorkerCpuShare && r.server.topWorkerCpuShare.nginx],
   ['top worker', 'the busiest app worker\'s share of the requests', (r) => (r.workers && r.workers.share ? Math.max(...Object.values(r.workers.share)) : null)],
   ['gen cores', 'cores the load generator used', (r) => (r.generator && r.generator.cpuUs != null ? r.generator.cpuUs / 1e6 / r.durationS : null)],
   ['others', 'cores other processes used', (r) => r.machine && r.machine.otherCores],

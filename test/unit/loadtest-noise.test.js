@@ -9,10 +9,10 @@ const N = require('../../loadtest/noise');
 const cpu = require('../../loadtest/cpu');
 
 // A saturation run record with the fields noise.js reads.
-function run(round, scenario, reqPerSec, { wait = 0.2, top = 0.5, others = 0, steal = 0 } = {}) {
+function run(round, scenario, reqPerSec, { wait = 0.2, top = 0.5, nginxTop = 0.5, others = 0, steal = 0 } = {}) {
   return {
     round, scenario, mode: 'saturation', reqPerSec, durationS: 8,
-    server: { sched: { waitShare: wait, migrationsPerKReq: 1, involuntaryPerKReq: 2 } },
+    server: { sched: { waitShare: wait, migrationsPerKReq: 1, involuntaryPerKReq: 2 }, topWorkerCpuShare: { nginx: nginxTop, app: top } },
     workers: { share: { 1: top, 2: 1 - top } },
     generator: { cpuUs: 4e6 },
     machine: { otherCores: others, stealCores: steal },
@@ -32,9 +32,10 @@ test('the suspect that moves with the ratio is the one named; one that does not 
   const tops = [0.5, 0.6, 0.52, 0.7, 0.55];
   const waits = [0.3, 0.1, 0.25, 0.2, 0.1];
   const results = [];
+  const nginxTops = [0.55, 0.5, 0.6, 0.52, 0.58];
   tops.forEach((top, i) => {
     results.push(run(i + 1, 'uds', 1000, { top: 0.5, wait: 0.2 }));
-    results.push(run(i + 1, 'aa', 1000 * Math.exp(-(top - 0.5)), { top, wait: waits[i] }));
+    results.push(run(i + 1, 'aa', 1000 * Math.exp(-(top - 0.5)), { top, wait: waits[i], nginxTop: nginxTops[i] }));
   });
   const a = N.analyse({ results });
   assert.equal(a.rows.length, 5);
@@ -43,6 +44,7 @@ test('the suspect that moves with the ratio is the one named; one that does not 
   assert.ok(a.follows['top worker'] < -0.999, `top worker r=${a.follows['top worker']}`);
   assert.ok(Math.abs(a.follows.wait) < 0.5, `wait r=${a.follows.wait}`);
   assert.equal(a.follows.steal, null, 'steal never differed: nothing to read');
+  assert.ok(Math.abs(a.rows[2].diffs['nginx top'] - 0.1) < 1e-9, 'the nginx workers\' split is read too');
   const text = N.render(a);
   assert.match(text, /top worker\s+r = -1\.00/);
 });
