@@ -164,6 +164,9 @@ function machineLoad(machine0, machine1, gen, server, d) {
     busyCores,
     // The hypervisor's: time this VM's CPUs wanted to run and another guest ran.
     stealCores: machine0 && machine1 ? (machine1.stealUs - machine0.stealUs) / 1e6 / d.elapsedS : null,
+    // The speed probe just before and just after the run (cpu.speedProbeUs): the CPU
+    // time a fixed piece of work took; more µs, a slower CPU than its other runs had.
+    speedProbeUs: machine1 && machine1.probeUs ? machine1.probeUs : null,
     // Without the server's pids (--url, --socket) its CPU cannot be told
     // apart from other tenants': not measured, rather than counted as theirs.
     otherCores: busyCores == null || !server ? null
@@ -222,11 +225,13 @@ async function accounted(target, o) {
   const sched0 = cpu.schedSnapshot(allPids(pidsBefore));
   const mark = errorlog.mark(target.errorLogPath);
   const startedAt = new Date().toISOString();
+  const probe0 = cpu.speedProbeUs();
   const machine0 = cpu.machineSnapshot();
 
   const d = await drive(target, o);
 
   const machine1 = cpu.machineSnapshot();
+  if (machine1) machine1.probeUs = [probe0, cpu.speedProbeUs()];
   const pidsAfter = target.pids ? target.pids() : null;
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);

@@ -25,6 +25,8 @@ const SUSPECTS = [
   ['nginx top', 'the busiest nginx worker\'s share of nginx\'s worker CPU', (r) => r.server && r.server.topWorkerCpuShare && r.server.topWorkerCpuShare.nginx],
   ['top worker', 'the busiest app worker\'s share of the requests', (r) => (r.workers && r.workers.share ? Math.max(...Object.values(r.workers.share)) : null)],
   ['gen cores', 'cores the load generator used', (r) => (r.generator && r.generator.cpuUs != null ? r.generator.cpuUs / 1e6 / r.durationS : null)],
+  ['cpu probe', 'µs of CPU a fixed piece of work took around the run (its mean before and after): the CPU\'s own speed', (r) => (r.machine && r.machine.speedProbeUs ? (r.machine.speedProbeUs[0] + r.machine.speedProbeUs[1]) / 2 : null)],
+  ['srv µs/req', 'the server\'s CPU per request', (r) => r.server && r.server.cpuUsPerReq],
   ['others', 'cores other processes used', (r) => r.machine && r.machine.otherCores],
   ['steal', 'cores the hypervisor gave another guest', (r) => r.machine && r.machine.stealCores],
 ];

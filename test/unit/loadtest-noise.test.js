@@ -15,7 +15,7 @@ function run(round, scenario, reqPerSec, { wait = 0.2, top = 0.5, nginxTop = 0.5
     server: { sched: { waitShare: wait, migrationsPerKReq: 1, involuntaryPerKReq: 2 }, topWorkerCpuShare: { nginx: nginxTop, app: top } },
     workers: { share: { 1: top, 2: 1 - top } },
     generator: { cpuUs: 4e6 },
-    machine: { otherCores: others, stealCores: steal },
+    machine: { otherCores: others, stealCores: steal, speedProbeUs: [3000, 3000] },
   };
 }
 
@@ -69,4 +69,7 @@ test('the scheduler counters of a live process: wait and preemptions grow, never
   assert.equal(cpu.schedSnapshot([2 ** 22 + 7]).size, 0, 'a pid that does not exist is left out');
   const m = cpu.machineSnapshot();
   assert.ok(m.stealUs >= 0);
+  // The speed probe: CPU time of a fixed piece of work, µs (the least of five tries).
+  const p = cpu.speedProbeUs();
+  assert.ok(Number.isFinite(p) && p > 0, String(p));
 });
