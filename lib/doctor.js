@@ -89,15 +89,22 @@ const CHECKS = [
   { id: 'keepalive-race', reads: "each pooled upstream, when the app's keepAliveTimeout is not known", run: keepaliveRaceUnknown },
   {
     id: 'headers-timeout', rule: 'headers-timeout', reads: "the app's headersTimeout and keepAliveTimeout",
+    // Each app nginx proxies to (facts.apps), named when there are several.
     cases: (facts, ctx) => {
-      const t = appTimeouts(facts.app);
-      if (!facts.nginx || !t || t.headersMs == null || t.closesEachResponse) return [];
-      if (t.measured) return measuredHeadersCases(t);
-      return [{
-        vars: { tunekit_app_headers_timeout_ms: t.headersMs, tunekit_app_keepalive_timeout_ms: t.keepAliveMs },
-        where: `app headersTimeout ${t.headersMs} ms, keepAliveTimeout ${t.keepAliveMs} ms (${t.from})`,
-        fix: `set headersTimeout = keepAliveTimeout + ${Number(ctx.def.tunekit_app_headers_timeout_ms) - Number(ctx.def.tunekit_app_keepalive_timeout_ms)} ms (as tunekit_app_headers_timeout_ms)`,
-      }];
+      if (!facts.nginx) return [];
+      const apps = facts.apps && facts.apps.length ? facts.apps : [facts.app];
+      return apps.flatMap((app) => {
+        const t = appTimeouts(app);
+        if (!t || t.headersMs == null || t.closesEachResponse) return [];
+        const on = `app on ${app.target}: `;
+        const named = (c) => (apps.length > 1 ? { ...c, where: on + c.where, ...(c.ok && { ok: on + c.ok }) } : c);
+        if (t.measured) return measuredHeadersCases(t).map(named);
+        return [named({
+          vars: { tunekit_app_headers_timeout_ms: t.headersMs, tunekit_app_keepalive_timeout_ms: t.keepAliveMs },
+          where: `app headersTimeout ${t.headersMs} ms, keepAliveTimeout ${t.keepAliveMs} ms (${t.from})`,
+          fix: `set headersTimeout = keepAliveTimeout + ${Number(ctx.def.tunekit_app_headers_timeout_ms) - Number(ctx.def.tunekit_app_keepalive_timeout_ms)} ms (as tunekit_app_headers_timeout_ms)`,
+        })];
+      });
     },
   },
   {

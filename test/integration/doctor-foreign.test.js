@@ -203,6 +203,9 @@ test('two apps behind one nginx: every rule evaluated for each app, the one the 
   // The race, a check of its own, compares each upstream with the app it reaches: each app measured on its own socket.
   const race = findings(report, 'keepalive-race');
   assert.deepEqual(race.map((f) => [f.level, /measured on (\S+):/.exec(f.what)[1], /upstream (\w+)/.exec(f.what)[1]]), [['ok', a, 'app_a'], ['ok', b, 'app_b']], JSON.stringify(race));
+  // headers-timeout, a check of its own too, for each app: both measured, each named.
+  const headers = findings(report, 'headers-timeout');
+  assert.deepEqual(headers.map((f) => [f.level, /^app on unix:(\S+): the app's headers wait/.exec(f.what)[1]]), [['ok', a], ['ok', b]], JSON.stringify(headers));
   assert.equal(code, 1);
 });
 
