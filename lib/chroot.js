@@ -24,8 +24,13 @@ function checkRoot(root, binds) {
   }
 }
 
-/** The `unshare … chroot` argv that runs `script` (sh) inside root. */
-function chrootArgv(root, script, binds = {}) {
+/**
+ * The `unshare … chroot` argv that runs `script` (sh) inside root. pidNamespace
+ * false: in this machine's PID namespace, so a pid file written inside names the
+ * process as /proc here shows it (a server another tool then reads, as doctor
+ * reads nginx's master); the caller stops what it starts by that pid.
+ */
+function chrootArgv(root, script, binds = {}, { pidNamespace = true } = {}) {
   checkRoot(root, binds);
   const mounts = [
     `mount -t tmpfs tunekit-tmp ${root}/tmp`,
@@ -36,7 +41,7 @@ function chrootArgv(root, script, binds = {}) {
   const outer = `set -e; mount --make-rprivate /; ${mounts.join('; ')}; exec chroot ${root} /bin/sh -c "$0"`;
   // --kill-child: if unshare is killed (a timeout), its forked child, the PID
   // namespace's init, goes too, and with it everything started inside.
-  return ['unshare', '--mount', '--fork', '--kill-child', '--pid', '/bin/sh', '-c', outer, script];
+  return ['unshare', '--mount', '--fork', '--kill-child', ...(pidNamespace ? ['--pid'] : []), '/bin/sh', '-c', outer, script];
 }
 
 /**

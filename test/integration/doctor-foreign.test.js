@@ -11,9 +11,12 @@ const path = require('node:path');
 const http = require('node:http');
 const { spawn, spawnSync } = require('node:child_process');
 const { freePorts, signal, alive } = require('../../lib/proc');
-const { nginxBinary } = require('../../lib/nginx');
+const { nginxBinary, nginxVersion } = require('../../lib/nginx');
+const { compareVersions } = require('../../lib/template');
 const { users } = require('../../lib/accounts');
 const { until } = require('../lib/util');
+const { chrootArgv } = require('../../lib/chroot');
+const { ensureRootfsAll } = require('../lib/nspawn');
 
 const CLI = path.resolve(__dirname, '../../bin/tunekit.js');
 const FIXTURES = path.resolve(__dirname, '../fixtures/foreign');
@@ -57,12 +60,32 @@ async function startPm2(stops, dir, port, instances) {
 }
 
 /**
+ * The nginx of the root filesystem root, for the stack in dir: argv(args) runs it
+ * (dir bound at its own path, a directory of dir's over its default log directory,
+ * so the cached tree is never written), bin is a script in dir that runs it with
+ * the arguments it is given (doctor's `nginx -T -c FILE` and `-V`: no argument
+ * with a space; they reach the chroot in NGINX_ARGS, as its shell takes none).
+ */
+function rootfsNginx(root, dir) {
+  fs.mkdirSync(path.join(dir, 'log'));
+  const binds = { [dir]: dir, [path.join(dir, 'log')]: '/var/log/nginx' };
+  const argv = (args) => chrootArgv(root, `exec /usr/sbin/nginx ${args}`, binds, { pidNamespace: false });
+  const quote = (a) => `'${a.replace(/'/g, "'\\''")}'`;
+  const bin = path.join(dir, 'rootfs-nginx');
+  fs.writeFileSync(bin, `#!/bin/sh\nexport NGINX_ARGS="$*"\nexec ${argv('$NGINX_ARGS').map(quote).join(' ')}\n`, { mode: 0o755 });
+  return { argv, bin };
+}
+
+/**
  * The stack of FIXTURES/name running: { dir, nginxConf, target, targets, port, pm2 }. Stopped after the test.
  * apps: how many apps the site proxies to (TARGET, TARGET2, ...), each its own process;
  * pm2: the one app on a port under PM2 in cluster mode with that many instances;
- * wrap: the command nginx is started through (it execs nginx: the same pid).
+ * wrap: the command nginx is started through (it execs nginx: the same pid);
+ * rootfs: a root filesystem whose own nginx runs the stack instead of this
+ * machine's (chrooted, dir bound at its own path, in this PID namespace so the pid
+ * file names the master as /proc shows it); { nginxBin } then runs that nginx too.
  */
-async function startForeign(t, name, { unix, apps = 1, pm2 = 0, wrap = [] }) {
+async function startForeign(t, name, { unix, apps = 1, pm2 = 0, wrap = [], rootfs = null }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-foreign-'));
   fs.chmodSync(dir, 0o755);
   const procs = [];
@@ -106,15 +129,18 @@ async function startForeign(t, name, { unix, apps = 1, pm2 = 0, wrap = [] }) {
     'http {', '    access_log off;',
     ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((k) => `    ${k}_temp_path ${dir}/tmp/${k};`),
     `    include ${dir}/site.conf;`, '}', ''].join('\n'));
-  const command = [...wrap, nginxBinary(), '-c', nginxConf, '-g', 'daemon off;'];
+  const inRootfs = rootfs && rootfsNginx(rootfs, dir);
+  if (inRootfs) stops.push(() => signal(Number(fs.readFileSync(path.join(dir, 'nginx.pid'), 'utf8')), 'SIGTERM'));
+  const command = inRootfs ? inRootfs.argv(`-c ${nginxConf} -g 'daemon off;'`) : [...wrap, nginxBinary(), '-c', nginxConf, '-g', 'daemon off;'];
   const nginx = spawn(command[0], command.slice(1), { stdio: 'inherit' });
   procs.push(nginx);
   await until(`${name} serving through nginx`, async () => (await get(listen)) === 200, 30000, 100);
-  return { dir, nginxConf, target: targets[0], targets, port: listen, pm2: cluster };
+  return { dir, nginxConf, target: targets[0], targets, port: listen, pm2: cluster, nginxBin: inRootfs ? inRootfs.bin : null };
 }
 
 function doctor(stack) {
-  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json', '--nginx-conf', stack.nginxConf], { encoding: 'utf8' });
+  const env = stack.nginxBin ? { ...process.env, TUNEKIT_NGINX: stack.nginxBin } : process.env;
+  const r = spawnSync(process.execPath, [CLI, 'doctor', '--json', '--nginx-conf', stack.nginxConf], { encoding: 'utf8', env });
   assert.ok(r.stdout, `doctor printed JSON (stderr: ${r.stderr})`);
   return { code: r.status, report: JSON.parse(r.stdout) };
 }
@@ -257,4 +283,65 @@ test('nginx held under a hard open-files limit below worker_rlimit_nofile (no CA
   assert.match(f.what, /: the hard "Max open files" limit of nginx's master 4096 \(the kit's tunekit_nginx_limit_nofile\) must be at least worker_rlimit_nofile 8192 \(the kit's tunekit_nginx_worker_rlimit_nofile\)/);
   assert.match(f.what, /; nginx's running workers show it: their open-files limit is 1024 \(\/proc of its workers\), under 2 x worker_connections 2048; its error log: ".*setrlimit\(RLIMIT_NOFILE, 8192\) failed \(1: Operation not permitted\)"$/);
   assert.doesNotMatch(f.what.replace(/\(the kit's tunekit_\w+\)/g, ''), /tunekit_/);
+});
+
+test('h5bp\'s nginx.conf (worker_rlimit_nofile 8192, worker_connections 8000) with a plain proxy location: no keep-alive pool, the open-files limit under 2 x worker_connections both configured and live', { skip }, async (t) => {
+  const stack = await startForeign(t, 'h5bp', { unix: false });
+  const { code, report } = doctor(stack);
+  // proxy_pass straight to host:port: nginx opens a new connection to the app for every request.
+  assert.deepEqual(levels(report, 'keepalive-pool'), ['warn']);
+  assert.match(findings(report, 'keepalive-pool')[0].what, new RegExp(`^location / proxies to http://127\\.0\\.0\\.1:${stack.target} directly .*no keep-alive pool`));
+  // No pool, so nothing races the app's idle close; h5bp's keepalive_timeout 20s is the clients' side.
+  assert.ok(!levels(report, 'keepalive-race').includes('fail'), JSON.stringify(findings(report, 'keepalive-race')));
+  // h5bp's comment says worker_connections "Should be < worker_rlimit_nofile"; a proxied request holds two fds.
+  const nofile = findings(report, 'nofile');
+  assert.deepEqual(nofile.map((f) => f.level), ['fail', 'fail'], JSON.stringify(nofile));
+  assert.ok(nofile.some((f) => f.what === 'a running nginx worker has an open-files limit of 8192 < 16000'), JSON.stringify(nofile));
+  const configured = nofile.find((f) => /^nginx worker_rlimit_nofile 8192, worker_connections 8000: /.test(f.what));
+  assert.ok(configured, JSON.stringify(nofile));
+  assert.equal(configured.fix, 'set worker_rlimit_nofile 16000');
+  // listen without backlog=: nginx's 511, whatever somaxconn allows.
+  assert.deepEqual(levels(report, 'backlog'), ['warn']);
+  assert.match(findings(report, 'backlog')[0].what, new RegExp(`^nginx listen 127\\.0\\.0\\.1:${stack.port} uses backlog 511 \\(nginx's default\\)`));
+  assert.equal(code, 1);
+});
+
+// nginx 1.29.7 (stable 1.30) changed what an upstream block with no keep-alive lines
+// does (https://nginx.org/en/CHANGES-1.30): the same site means a pool on 1.30 and
+// none on 1.22. doctor reads the version from the nginx that runs (`nginx -V`).
+test('nginx 1.30\'s defaults (sid\'s nginx): an upstream block with no keep-alive lines pools, HTTP/1.1, and keeps idle connections 60 s against Node\'s 5 s + 1 s: the race, with the block\'s line', { skip }, async (t) => {
+  const { sid } = await ensureRootfsAll(['sid']);
+  const stack = await startForeign(t, 'nginx-130-defaults', { unix: false, rootfs: sid });
+  const { code, report } = doctor(stack);
+  const version = /-V \(nginx (1\.\d+\.\d+)\)$/.exec(report.facts.read.find((r) => r.startsWith(`${stack.nginxBin} -V`)) || '');
+  assert.ok(version && Number(version[1].split('.')[1]) >= 30, `doctor read sid's nginx: ${report.facts.read.join('; ')}`);
+  assert.ok(report.facts.nginx.masterPid && fs.readlinkSync(`/proc/${report.facts.nginx.masterPid}/exe`).startsWith(sid), 'the master doctor read is the rootfs nginx');
+  // The pool nginx keeps on its own, in the user's terms: no keepalive line, 32 local, HTTP/1.1, no Connection header.
+  assert.deepEqual(levels(report, 'keepalive-pool'), ['ok']);
+  assert.equal(findings(report, 'keepalive-pool')[0].what,
+    `location / reuses upstream app connections (nginx ${version[1]}'s default pool: no keepalive line, keepalive 32 local, HTTP/1.1, Connection "")`);
+  for (const id of ['keepalive-http', 'keepalive-connection']) {
+    assert.ok(report.rules.evaluated.includes(id), id);
+    assert.deepEqual(findings(report, id), [], `${id} holds with 1.30's defaults`);
+  }
+  // The race 1.30 made the default: nginx keeps idle connections 60 s, the app closes them after 5 s + 1 s.
+  const race = findings(report, 'keepalive-race');
+  assert.deepEqual(race.map((f) => f.level), ['fail'], JSON.stringify(race));
+  assert.match(race[0].what, new RegExp(`^nginx ${version[1].replace(/\./g, '\\.')} keeps upstream app's connections with no keepalive line \\(from 1\\.29\\.7, stable 1\\.30: keepalive 32, keepalive_timeout 60s\\)`));
+  const measured = /the app closes idle connections at (\d+) ms \(measured on 127\.0\.0\.1:(\d+): closed after \d+\.\d s idle\)/.exec(race[0].what);
+  assert.ok(measured, race[0].what);
+  assert.equal(measured[2], stack.target);
+  assert.ok(Number(measured[1]) >= 5000 && Number(measured[1]) < 60000, race[0].what);
+  assert.match(race[0].what, new RegExp(`nginx upstream app keeps them 60s \\(no keepalive_timeout in upstream app at ${stack.dir}/site\\.conf:6: nginx's default\\)`), 'the block the user opens');
+  assert.match(race[0].fix, /^in the app, set server\.keepAliveTimeout above 60000 ms/);
+  assert.equal(code, 1);
+});
+
+test('the same site on this machine\'s nginx (before 1.29.7): the upstream block with no keepalive line keeps no pool, so no race', { skip: skip || (compareVersions(nginxVersion() || '0.0.0', '1.29.7') < 0 ? false : 'this machine\'s nginx pools by default (1.29.7 or later)') }, async (t) => {
+  const stack = await startForeign(t, 'nginx-130-defaults', { unix: true });
+  const { code, report } = doctor(stack);
+  assert.deepEqual(levels(report, 'keepalive-pool'), ['warn']);
+  assert.match(findings(report, 'keepalive-pool')[0].what, /^upstream app has no keepalive directive: nginx 1\.\d+\.\d+ opens a connection per request \(from 1\.29\.7 a block pools by default\)$/);
+  assert.ok(!levels(report, 'keepalive-race').includes('fail'), JSON.stringify(findings(report, 'keepalive-race')));
+  t.diagnostic(`exit ${code}; findings: ${report.findings.filter((f) => f.level !== 'ok').map((f) => `${f.id} ${f.level}`).join(', ')}`);
 });
