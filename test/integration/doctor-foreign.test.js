@@ -332,7 +332,7 @@ test('nginx 1.30\'s defaults (sid\'s nginx): an upstream block with no keep-aliv
   assert.ok(measured, race[0].what);
   assert.equal(measured[2], stack.target);
   assert.ok(Number(measured[1]) >= 5000 && Number(measured[1]) < 60000, race[0].what);
-  assert.match(race[0].what, new RegExp(`nginx upstream app keeps them 60s \\(no keepalive_timeout in upstream app at ${stack.dir}/site\\.conf:6: nginx's default\\)`), 'the block the user opens');
+  assert.match(race[0].what, new RegExp(`nginx upstream app keeps them 60s \\(no keepalive_timeout in upstream app at ${stack.dir}/site\\.conf:7: nginx's default\\)`), 'the block the user opens');
   assert.match(race[0].fix, /^in the app, set server\.keepAliveTimeout above 60000 ms/);
   assert.equal(code, 1);
 });
