@@ -37,6 +37,8 @@ const EXEMPT = [
   [/^wrk .*PORT\b/, 'a measurement against a stack the reader starts (PORT is theirs); the figures are in the text'],
   [/^(mkdir -p "\$HOME\/\.run" && )?(node bin\/tunekit\.js|tunekit) run\b/, 'starts a server that runs until stopped: test/integration/package.test.js runs the no-root lines with the installed tunekit from an app\'s folder (and reload, logs, status on them), runner-user.test.js as the user nobody, the other runner tests the rest'],
   [/^node loadtest\/bare-cluster\.js\b/, 'a cluster that serves until stopped, started by lib/stack.js for the bench\'s bare scenario: test/integration/loadtest-bench.test.js starts it, serves through it and stops it'],
+  [/^node loadtest\/runner-cost\.js(?! --help)/, 'minutes of load on every core: runner and bare stacks at a fixed rate in interleaved rounds (a measurement, as the bench is; the figures are in the text)'],
+  [/^node loadtest\/noise\.js /, 'reads a bench report the reader wrote (REPORT.json: bench --aa --json FILE); test/unit/loadtest-noise.test.js runs its analysis on made-up rounds'],
   [/^node loadtest\/syscalls\.js(?! --help)/, 'strace over three stacks, about a minute of load; --help is run'],
   [/^node loadtest\/handshakes\.js(?! --help)/, 'minutes of full TLS handshakes against the local nginx and each root filesystem\'s: test/integration/handshakes.test.js runs one short round; --help is run'],
   [/^node --test\b/, 'a test file: the suite runs it'],
