@@ -598,8 +598,12 @@ function leftoversOf(h) {
     try { root = fs.readlinkSync(`/proc/${pid}/root`); } catch { continue; }
     if (root.startsWith(h.dir)) found.push(`process ${pid} rooted in ${root}`);
   }
-  const routes = run('ip', ['-4', 'route', 'show', h.cidr]).stdout;
-  if (routes.trim()) found.push(`route ${routes.trim()}`);
+  // Only a route through this host's veth is its own: once teardown released
+  // the slot, another file's host may already be routed in the same /30 (a
+  // full run saw ve-tkhost2 in the range tkans2 had just left).
+  const routes = run('ip', ['-4', '-o', 'route', 'show', h.cidr]).stdout.split('\n')
+    .filter((line) => /\sdev (\S+)/.exec(line)?.[1] === h.iface);
+  for (const line of routes) found.push(`route ${line.trim()}`);
   return found;
 }
 
