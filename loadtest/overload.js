@@ -30,8 +30,8 @@ const status = require('../lib/status');
 // The kit with its overload protection on, by the kit's own recipe
 // (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
 // measured first, from which the definition derives the bound nginx lets through
-// (tunekit_nginx_upstream_max_conns = C × W, and the app's accept queue as deep)
-// and the runner's queue budget (tunekit_app_queue_budget_ms = W). Both, by
+// (tunekit_nginx_upstream_max_conns = C × W; the app's accept queue stays the
+// kit's, deeper) and the runner's queue budget (tunekit_app_queue_budget_ms = W). Both, by
 // default: the bound refuses at nginx without a connection to the app, so the
 // app's accept queue never fills (with the budget alone it did, and nginx answered
 // 502 again: docs/overload.md); the budget keeps a served request's wait within W

@@ -26,7 +26,7 @@ const BREAK = {
   'overload-bound': { tunekit_nginx_upstream_max_conns: 5000 },
   'queue-budget': { tunekit_app_queue_budget_ms: 60000 },
   'latency-queue-budget': { tunekit_latency_budget_ms: 1000, tunekit_app_queue_budget_ms: 2000 },
-  'latency-backlog': { tunekit_latency_budget_ms: 1000, tunekit_app_capacity_rps: 100, tunekit_app_backlog: 4096 },
+  'latency-backlog': { tunekit_latency_budget_ms: 1000, tunekit_app_capacity_rps: 100, tunekit_nginx_upstream_max_conns: 0 },
   'latency-timeout': { tunekit_latency_budget_ms: 60000, tunekit_app_queue_budget_ms: 1000 },
   'limit-req-rate': { tunekit_nginx_limit_req_rate: '10' },
   'limit-key': { tunekit_nginx_limit_conn: 4, tunekit_nginx_limit_key: 'client' },
