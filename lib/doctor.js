@@ -220,30 +220,7 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     connectionDefault: facts.nginx && facts.nginx.defaults ? facts.nginx.defaults.connection : rules.upstreamDefault('tunekit_nginx_proxy_connection_default'),
     broken: (id, vars) => rules.broken(table.get(id), vars, env),
   };
-  const out = [];
-  // Per rule with checks of its own: how many cases, and the verdict (the first
-  // broken case's, else the first case's).
-  const cases = new Map();
-  for (const check of CHECKS) {
-    if (check.run) {
-      out.push(...check.run(facts, ctx));
-      continue;
-    }
-    const rule = table.get(check.rule);
-    if (!rule) continue;
-    for (const c of check.cases(facts, ctx)) {
-      const seen = cases.get(rule.id);
-      const broken = rules.broken(rule, c.vars, env);
-      const says = broken ? rules.says(rule, c.vars, env) : null;
-      if (!seen || (broken && !seen.broken)) cases.set(rule.id, { count: (seen ? seen.count : 0) + 1, broken, says, values: c.vars });
-      else seen.count++;
-      if (!broken) {
-        if (c.ok) out.push({ id: check.id, level: 'ok', what: c.ok });
-      } else {
-        out.push({ id: check.id, level: rule.level, what: `${c.where}: ${says}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
-      }
-    }
-  }
+  const { findings: out, cases } = runChecks(facts, ctx, table, env);
   const coverage = { evaluated: [], total: list.length, notEvaluated: [], verdicts: [] };
   // Every rule over each app's live set: one view per proxied location, its
   // upstream, the app at its address (lib/live/variables.js appViews).
@@ -274,21 +251,60 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     // The verdict: the first app that breaks it, else the first evaluated.
     const v = done.find(({ r }) => r.broken) || done[0];
     coverage.verdicts.push({ id: rule.id, level: rule.level, broken: v.r.broken, says: v.r.says, values: Object.fromEntries(rules.reads(rule).map((k) => [k, v.live.values[k]])) });
-    // Apps that read the same values share one finding; where they differ, each finding names its app.
-    const groups = new Map();
-    for (const d of done) {
-      const key = JSON.stringify([d.r.broken, d.r.read]);
-      if (!groups.has(key)) groups.set(key, { r: d.r, live: d.live, names: [] });
-      groups.get(key).names.push(d.name);
-    }
-    for (const { r, live, names } of groups.values()) {
-      const f = generic(r, live, definition);
-      const seen = r.broken && EVIDENCE[rule.id] && EVIDENCE[rule.id](facts);
-      if (seen) f.what += `; ${seen}`;
-      out.push(groups.size > 1 ? { ...f, what: `${names.join('; ')}: ${f.what}` } : f);
-    }
+    out.push(...genericFindings(rule, done, facts, definition));
   });
   return { findings: out, rules: coverage };
+}
+
+/**
+ * CHECKS over the facts: their findings, and per rule with checks of its own its
+ * verdict ({ count, broken, says, values }: the first broken case's, else the
+ * first case's), by rule id.
+ */
+function runChecks(facts, ctx, table, env) {
+  const findings = [];
+  const cases = new Map();
+  for (const check of CHECKS) {
+    if (check.run) {
+      findings.push(...check.run(facts, ctx));
+      continue;
+    }
+    const rule = table.get(check.rule);
+    if (!rule) continue;
+    for (const c of check.cases(facts, ctx)) {
+      const seen = cases.get(rule.id);
+      const broken = rules.broken(rule, c.vars, env);
+      const says = broken ? rules.says(rule, c.vars, env) : null;
+      if (!seen || (broken && !seen.broken)) cases.set(rule.id, { count: (seen ? seen.count : 0) + 1, broken, says, values: c.vars });
+      else seen.count++;
+      if (!broken) {
+        if (c.ok) findings.push({ id: check.id, level: 'ok', what: c.ok });
+      } else {
+        findings.push({ id: check.id, level: rule.level, what: `${c.where}: ${says}${c.note ? `; ${c.note}` : ''}`, fix: c.fix });
+      }
+    }
+  }
+  return { findings, cases };
+}
+
+/**
+ * The findings of a rule the one evaluator read for each app (done: [{ name,
+ * live, r }]): apps that read the same values share one finding; where they
+ * differ, each finding names its apps.
+ */
+function genericFindings(rule, done, facts, definition) {
+  const groups = new Map();
+  for (const d of done) {
+    const key = JSON.stringify([d.r.broken, d.r.read]);
+    if (!groups.has(key)) groups.set(key, { r: d.r, live: d.live, names: [] });
+    groups.get(key).names.push(d.name);
+  }
+  return [...groups.values()].map(({ r, live, names }) => {
+    const f = generic(r, live, definition);
+    const seen = r.broken && EVIDENCE[rule.id] && EVIDENCE[rule.id](facts);
+    if (seen) f.what += `; ${seen}`;
+    return groups.size > 1 ? { ...f, what: `${names.join('; ')}: ${f.what}` } : f;
+  });
 }
 
 /**
