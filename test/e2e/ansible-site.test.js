@@ -126,13 +126,16 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
   });
   tmp = runner.tmp;
 
-  await step('check mode (--check --diff) on fresh hosts completes and changes nothing', async () => {
-    const before = await Promise.all(hosts.map((h) => sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum')));
-    const r = await playbook(['--check', '--diff']);
+  // Check mode and the second run on one host: the two hosts are the same
+  // release of the same distribution with the same values (what needs two is the
+  // rollout), and each play costs a minute of the suite's CPU per host.
+  await step('check mode (--check --diff) on a fresh host completes and changes nothing', async () => {
+    const h = hosts[0];
+    const before = await sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum');
+    const r = await playbook(['--check', '--diff'], { limit: h.name });
     assert.equal(r.code, 0, `check mode failed (log ${r.log}):\n${tailOf(r.out)}`);
-    for (const h of hosts) assert.equal(r.recap[h.name]?.failed, 0, `check mode: ${h.name} failed`);
-    const after = await Promise.all(hosts.map((h) => sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum')));
-    assert.deepEqual(after, before, 'check mode wrote to the hosts');
+    assert.equal(r.recap[h.name]?.failed, 0, `check mode: ${h.name} failed`);
+    assert.equal(await sh(h, 'ls /etc/systemd/system; cat /etc/nginx/nginx.conf | sha256sum'), before, 'check mode wrote to the host');
   });
 
   await step('one run provisions both hosts', async () => {
@@ -235,12 +238,11 @@ test('site.yml onto two booted systemd hosts', { timeout: 45 * 60 * 1000 }, asyn
   }
 
   await step('a second run changes nothing', async () => {
-    const r = await playbook();
+    const h = hosts[1];
+    const r = await playbook([], { limit: h.name });
     assert.equal(r.code, 0, `second run failed (log ${r.log}):\n${tailOf(r.out)}`);
-    for (const h of hosts) {
-      assert.equal(r.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${r.log}):\n${
-        r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
-    }
+    assert.equal(r.recap[h.name]?.changed, 0, `second run changed ${h.name} (log ${r.log}):\n${
+      r.out.split('\n').filter((l) => l.startsWith('changed:') || l.startsWith('TASK')).join('\n')}`);
   });
 
   await step('a metrics port another process holds is refused by name before anything changes', async () => {
