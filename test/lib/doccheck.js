@@ -23,7 +23,7 @@ const EXEMPT = [
   [/^npm (test|run test:(integration|e2e))\b/, 'the whole suite: the lead runs it; the doc-check is one of its tests'],
   [/^npm run test:unit\b/, 'the unit suite: run on its own by every engineer; too long inside another test'],
   [/^npm run demo\b/, 'npm ci + apt + a demo: the demo itself is run by test/integration/demo.test.js'],
-  [/^npm run bench\b|^node bin\/tunekit\.js bench(?! --help)/, 'minutes of load on every core (benchmarks are never run by tests)'],
+  [/^npm run bench\b|^(?:[A-Z_]+=\S+ )*node bin\/tunekit\.js bench(?! --help)/, 'minutes of load on every core (benchmarks are never run by tests)'],
   [/^node bin\/tunekit\.js tune(?! --help)|^node loadtest\/tune-grid\.js(?! --help)/, 'minutes (the grid: hours) of load on every core, one stack per candidate: test/integration/tune.test.js runs tune with a 40 s budget and the grid on two combinations'],
   [/^npm run loadtest:(uds|tcp)\b/, 'ten seconds of load per stack: the same command with --duration 2 is run by test/integration/loadtest-cli.test.js'],
   [/^npm (ci|install)\b/, 'installs packages from the registry'],
