@@ -5,6 +5,7 @@
 const MSG = Object.freeze({
   WANT_LISTEN: 'want-listen', // worker → primary: loaded, give me a listener
   LISTEN: 'listen', //           primary → worker: { via: 'handle' | 'cluster', address? } (+ handle)
+  ACCEPT_MORE: 'accept-more', // primary → worker: (+ handle) another descriptor of the socket LISTEN sent, to accept through too
   LISTENING: 'listening', //     worker → primary: accepting; { source } names the app module
   FATAL: 'fatal', //             worker → primary: { error, open } before it exits 1 (open: requests it had open)
   DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit

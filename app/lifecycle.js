@@ -129,8 +129,14 @@ function sendListener(p, info) {
   const b = p.bindingOf(info.slot);
   info.listener = b;
   const send = (m, handle) => info.worker.send(m, handle, () => {});
-  if (b) send({ tunekit: MSG.LISTEN, via: 'handle', address: b.path }, b.handle);
-  else send({ tunekit: MSG.LISTEN, via: 'cluster' });
+  if (!b) {
+    send({ tunekit: MSG.LISTEN, via: 'cluster' });
+    return;
+  }
+  send({ tunekit: MSG.LISTEN, via: 'handle', address: b.path }, b.handle);
+  // Each send of a handle is a new descriptor in the worker (SCM_RIGHTS): libuv
+  // accepts one connection per descriptor per turn (tunekit_app_accepts_per_turn).
+  for (let k = 1; k < p.s.acceptsPerTurn; k++) send({ tunekit: MSG.ACCEPT_MORE }, b.handle);
 }
 
 /**

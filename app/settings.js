@@ -10,11 +10,13 @@ const os = require('node:os');
 const SUN_PATH_MAX = 107;
 
 const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
+// The definition's bound on tunekit_app_accepts_per_turn (Type: int 1..1024).
+const MAX_ACCEPTS_PER_TURN = 1024;
 
 const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
-  'workers', 'backlog', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
+  'workers', 'backlog', 'acceptsPerTurn', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
   'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
   'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs', 'metricsLoopResolutionMs',
 ];
@@ -120,11 +122,14 @@ function normalize(input) {
       throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
     }
   }
-  for (const key of ['backlog', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs', 'metricsLoopResolutionMs']) {
+  for (const key of ['backlog', 'acceptsPerTurn', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs', 'metricsLoopResolutionMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
   }
   for (const key of BOOLEAN_FIELDS) {
     if (typeof s[key] !== 'boolean') throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be true or false`);
+  }
+  if (s.acceptsPerTurn > MAX_ACCEPTS_PER_TURN) {
+    throw new SettingsError(`acceptsPerTurn=${s.acceptsPerTurn} is above ${MAX_ACCEPTS_PER_TURN}: each is a descriptor every worker polls (tunekit_app_accepts_per_turn; 32 drains a busy worker's queue, docs/overload.md)`);
   }
   if (!STRATEGIES.includes(s.strategy)) {
     throw new SettingsError(`strategy ${JSON.stringify(s.strategy)} must be one of ${STRATEGIES.join(', ')}`);

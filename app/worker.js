@@ -33,6 +33,8 @@ let server = null;
 let settings = null;
 let meter = null; // app/metrics.js, when settings.metrics
 let draining = false;
+// More descriptors of the listening socket (acceptMore, tunekit_app_accepts_per_turn).
+const acceptors = [];
 let dying = false;
 
 const log = makeLogger(process.stdout, formatFor(), { worker: cluster.worker ? cluster.worker.id : 0 });
@@ -357,6 +359,31 @@ function listenOnHandle(srv, handle, backlog, pipeName, onListening) {
 }
 
 /**
+ * One more descriptor of the listening socket to accept through. Since libuv 1.45
+ * (Node 20) a listening handle accepts one connection per turn of the event loop
+ * (https://github.com/libuv/libuv/pull/3696); a worker busy with many keep-alive
+ * connections turns a few times a second, and new connections then wait in the
+ * accept queue past their client's timeout (docs/overload.md, "One accept per
+ * turn"). Each descriptor accepts one per turn too, so N of them accept up to N.
+ * A connection accepted here is handed to the server as Node documents for
+ * http.Server ('connection' emitted by the user): the server's timeouts, request
+ * listeners and connection tracking all apply; the socket counts on this
+ * acceptor, whose close() waits for it in drain().
+ */
+function acceptMore(handle) {
+  if (!handle) return;
+  if (draining || !server || !server.listening) {
+    handle.close();
+    return;
+  }
+  const acceptor = new net.Server();
+  acceptor.on('connection', (socket) => server.emit('connection', socket));
+  acceptor.on('error', (err) => fatal(err, 'server'));
+  listenOnHandle(acceptor, handle, settings.backlog, null, () => {});
+  acceptors.push(acceptor);
+}
+
+/**
  * Before listen() on a TCP handle from the primary: it must be bound where the
  * settings say (app/address.js handleFault). listen() on a socket whose bind failed
  * would bind it to a random port on every interface: refuse instead, loudly.
@@ -444,12 +471,16 @@ function drain() {
   const started = Date.now();
   // net's close, not http's: http.Server#close (Node >= 19) also destroys idle
   // keep-alive connections at once, racing a client that is sending its next
-  // request on one. Stop accepting now; the callback runs once the last connection
-  // has closed.
-  net.Server.prototype.close.call(server, () => {
+  // request on one. Stop accepting now, on every descriptor; the callback runs
+  // once the last connection has closed (each counts where it was accepted).
+  let open = 1 + acceptors.length;
+  const closed = () => {
+    if (--open > 0) return;
     if (!managed) log('info', 'worker-drained', { ms: Date.now() - started });
     process.exit(0);
-  });
+  };
+  net.Server.prototype.close.call(server, closed);
+  for (const acceptor of acceptors) acceptor.close(closed);
   // Busy connections close after their current response (Connection: close).
   for (const socket of sockets) markClosing(socket);
   // Upgraded connections wait for the app only if it listens; else they go with the idle ones.
@@ -523,6 +554,10 @@ async function main() {
   }
 
   process.on('message', (msg, handle) => {
+    if (msg && msg.tunekit === MSG.ACCEPT_MORE) {
+      acceptMore(handle);
+      return;
+    }
     if (!msg || typeof msg !== 'object' || msg.tunekit !== MSG.LISTEN || draining) return;
     const ready = () => process.send({ tunekit: MSG.LISTENING, source: app.source });
     try {

@@ -135,6 +135,14 @@ test('settings: a file missing a field says to re-render it', () => {
     /headersTimeoutMs=1000 must be greater than keepAliveTimeoutMs=5000/);
 });
 
+test('settings: acceptsPerTurn (tunekit_app_accepts_per_turn) is 1..1024, 32 in the definition', () => {
+  assert.equal(defaults().acceptsPerTurn, 32);
+  assert.equal(settings.normalize({ ...defaults(), acceptsPerTurn: 1 }).acceptsPerTurn, 1);
+  assert.throws(() => settings.normalize({ ...defaults(), acceptsPerTurn: 0 }), { name: 'SettingsError', message: /acceptsPerTurn=0 must be at least 1/ });
+  assert.throws(() => settings.normalize({ ...defaults(), acceptsPerTurn: 1025 }),
+    { name: 'SettingsError', message: /acceptsPerTurn=1025 is above 1024: each is a descriptor every worker polls \(tunekit_app_accepts_per_turn/ });
+});
+
 test('parseListen', () => {
   assert.deepEqual(settings.parseListen('/run/a.sock'), { kind: 'unix', path: '/run/a.sock', text: 'unix:/run/a.sock' });
   assert.deepEqual(settings.parseListen('tcp:[::1]:8080'), { kind: 'tcp', host: '::1', port: 8080, ipv6: true, text: 'tcp:[::1]:8080' });

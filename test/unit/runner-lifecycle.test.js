@@ -46,7 +46,11 @@ test('ready once every slot\'s worker listens on the bound handle; then one spar
   assert.equal(forked[0].env.TUNEKIT_PRIMARY_PID, String(process.pid));
 
   listens(forked[0]);
-  assert.deepEqual(forked[0].sent, [{ msg: { tunekit: MSG.LISTEN, via: 'handle', address: SOCKET }, handle: p.bound[0].handle }]);
+  // The handle, then as many more of it as make acceptsPerTurn descriptors in the worker.
+  const more = { msg: { tunekit: MSG.ACCEPT_MORE }, handle: p.bound[0].handle };
+  const n = p.s.acceptsPerTurn;
+  assert.equal(n, 32, 'the definition\'s tunekit_app_accepts_per_turn');
+  assert.deepEqual(forked[0].sent, [{ msg: { tunekit: MSG.LISTEN, via: 'handle', address: SOCKET }, handle: p.bound[0].handle }, ...Array(n - 1).fill(more)]);
   assert.equal(log.named('ready').length, 0, 'not ready while slot 2 has no listening worker');
 
   listens(forked[1]);
@@ -72,7 +76,7 @@ test('a dead worker\'s slot goes to the waiting spare at once; a new spare follo
   assert.equal(log.named('worker-exit')[0].level, 'warn', 'an unplanned exit');
   assert.deepEqual(log.named('spare-promoted').map((e) => e.slot), [1]);
   assert.equal(log.named('respawn').length, 0, 'no fork while the spare takes over');
-  assert.deepEqual(spare.sent.map((m) => m.msg.tunekit), [MSG.LISTEN]);
+  assert.deepEqual(spare.sent.map((m) => m.msg.tunekit), [MSG.LISTEN, ...Array(p.s.acceptsPerTurn - 1).fill(MSG.ACCEPT_MORE)]);
   assert.equal(p.slots[0].current.worker, spare);
   await until('a new spare', () => log.named('spare-start').length === 2);
 });
