@@ -111,8 +111,12 @@ function reapedChildrenUs() {
   return s ? (s.cutime + s.cstime) * (1e6 / clockTicks()) : 0;
 }
 
+// The CPUs this process may use when it loaded (its affinity: a container's cpuset
+// counts, not the host's), read once: `bench --overload --own-core` later narrows this
+// process to one CPU, and every figure "of the machine's cores" must not follow it.
+const CORES_AT_LOAD = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 function cores() {
-  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  return CORES_AT_LOAD;
 }
 
 module.exports = { clockTicks, parseStat, readStat, readSchedstatUs, cpuSource, snapshot, delta, reapedChildrenUs, cores };

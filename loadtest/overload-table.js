@@ -61,6 +61,7 @@ function frame(doc) {
     `capacity ${int(o.capacity)} req/s, ${cap}; ${o.burst ? 'burst' : 'ladder'} ${o.ladder.map((p) => `${p.multiple}× ${p.durationS} s`).join(' → ')}; ` +
       `each step's figures leave out its first quarter (queues filling); open loop up to ${int(doc.options.maxConnections)} connections, ` +
       `client timeout ${doc.options.timeout} s`,
+    ...(o.placement ? [`--own-core: the generator on CPU ${o.placement.generator}, every stack on CPU ${o.placement.stacks} (taskset), the capacity measured so too`] : []),
     `other load, the most during any run of each stack (cores busy outside the stack and the generator): ${others || 'not measured'}; ` +
       (o.burst ? 'the three steps are one run per stack, the stacks one after another' :
         'each step\'s runs take turns across the stacks, the order rotated per step; the highest step and the 0.5× one are one run'),

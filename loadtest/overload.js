@@ -26,6 +26,8 @@ const { nginxTarget, loadStack } = require('./targets');
 const { SCENARIOS } = require('./scenarios');
 const { roundOrder } = require('./stats');
 const status = require('../lib/status');
+const cpu = require('./cpu');
+const { ownCoreSplit, placeOn, placeStack } = require('./pin');
 
 // The kit with its overload protection on, by the kit's own recipe
 // (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
@@ -251,15 +253,20 @@ async function runOverload(o) {
   const names = Object.keys(defs);
   const started = {};
   const results = [];
+  const split = o.ownCore ? ownCoreSplit(cpu.cores()) : null;
+  if (o.ownCore && !split) throw new Error(`--own-core needs 2 or more CPUs (one for the generator, the rest for the stacks); this process may use ${cpu.cores()}`);
   const start = async (name, capacity) => {
     const { stack, describe, setFor } = defs[name];
     progress.note(`bench --overload: starting the ${name} stack (${describe})`);
     const set = [...(stack.set || []), ...(setFor ? setFor(capacity) : []), ...o.set];
     started[name] = await startStack({ ...stack, set, workers: o.workers, module: o.app || null, varsFiles: o.varsFiles, port: 0 });
+    if (split) placeStack(started[name], split.stacks);
     return set;
   };
   try {
     for (const name of names) if (!defs[name].setFor) await start(name);
+    // The generator from here on: this process, and what it starts (wrk, ss).
+    if (split) placeOn([process.pid], split.generator);
     const targetOf = (name) => nginxTarget(name, started[name], defs[name].describe);
     let capacity = o.capacity;
     let capacityRun = null;
@@ -304,6 +311,7 @@ async function runOverload(o) {
       };
     });
     return {
+      ...(split && { placement: split }),
       capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null,
       ladder: phases, burst: Boolean(o.burst), stacks: out, results,
     };

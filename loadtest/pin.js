@@ -51,4 +51,47 @@ function pinStack(pids, { cores = cpu.cores(), run = spawnSync } = {}) {
   return placed;
 }
 
-module.exports = { pinStack, cpuFor, allowedCpus };
+// `bench --overload --own-core`: the load generator (the bench's own process, and
+// what it starts later: wrk, ss) alone on CPU 0, every process of every stack on
+// the others. Past capacity the open-loop generator's CPU grows with the load it
+// offers; on shared cores it comes out of the server's, and goodput "against the
+// capacity" then measures the generator too.
+
+/** The split of a machine of n cores: { generator: '0', stacks: '1' | '1-(n-1)' }, or null under 2 cores. */
+function ownCoreSplit(n) {
+  if (!(n >= 2)) return null;
+  return { generator: '0', stacks: n === 2 ? '1' : `1-${n - 1}` };
+}
+
+/** Every thread of each pid onto the CPU list `cpus` (taskset's -c syntax); throws naming the pid and the fix. */
+function placeOn(pids, cpus, { run = spawnSync } = {}) {
+  for (const pid of pids) {
+    const r = run('taskset', ['-a', '-p', '-c', cpus, String(pid)], { encoding: 'utf8' });
+    const now = allowedCpus(pid);
+    // A process that exited meanwhile (a worker replaced) has nothing left to place.
+    if (now === null) continue;
+    if (r.error || r.status !== 0 || now !== cpus) {
+      const why = r.error ? r.error.message : String(r.stderr || '').trim() || `its CPUs are ${now}`;
+      throw new Error(`taskset could not place pid ${pid} on CPUs ${cpus}: ${why}; install util-linux (taskset), or run without --own-core`);
+    }
+  }
+}
+
+/**
+ * Place a started stack on `cpus`: every process of it (stack.pids(): nginx's master
+ * and workers, the runner's primary, workers and spare), read again until no new
+ * one appears; a process forked later inherits its parent's CPUs.
+ */
+function placeStack(stack, cpus, opts) {
+  const done = new Set();
+  for (let pass = 0; pass < 5; pass++) {
+    const { nginx, app } = stack.pids();
+    const fresh = [...nginx, ...app].filter((pid) => !done.has(pid));
+    if (!fresh.length) return [...done];
+    placeOn(fresh, cpus, opts);
+    for (const pid of fresh) done.add(pid);
+  }
+  return [...done];
+}
+
+module.exports = { pinStack, cpuFor, allowedCpus, ownCoreSplit, placeOn, placeStack };

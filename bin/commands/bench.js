@@ -24,7 +24,7 @@ async function main(argv) {
   const autoOnly = ['width', 'budget-s', 'max-rounds'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.rounds !== 'auto' && autoOnly.length) throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto: add it`);
   if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
-  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
   if (o.overload && (o.https || o.try || o.aa || o.pin)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa and --pin');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
@@ -87,17 +87,17 @@ async function overloadBench(argv, o) {
     multiples: o.multiples, stepS: o.step, recoveryS: o.recovery, capacity: o.capacity || 0, capacityS: o.duration,
     connections: o.connections, maxConnections, timeoutS: o.timeout, workers: o.workers, app: o.app, set: o.set, varsFiles: o.vars,
     driver: o.driver, procs: o.procs, progress: o.progress,
-    protect: o.protect, latencyBudgetMs: o.latencyBudget, burst: o.burst,
+    protect: o.protect, latencyBudgetMs: o.latencyBudget, burst: o.burst, ownCore: o.ownCore,
   });
   const doc = report.document('bench-overload', {
     command: `tunekit bench ${argv.join(' ')}`.trim(),
     options: {
       multiples: o.multiples, step: o.step, recovery: o.recovery, capacity: o.capacity || null, duration: o.duration, connections: o.connections,
-      maxConnections, protect: o.protect, latencyBudgetMs: o.latencyBudget, burst: Boolean(o.burst), timeout: o.timeout, driver: o.driver, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
+      maxConnections, protect: o.protect, latencyBudgetMs: o.latencyBudget, burst: Boolean(o.burst), ownCore: Boolean(o.ownCore), timeout: o.timeout, driver: o.driver, workers: o.workers, wallSeconds: Math.round((Date.now() - started) / 1000),
     },
     results: out.results,
   });
-  doc.overload = { capacity: out.capacity, capacityRun: out.capacityRun, ladder: out.ladder, burst: out.burst, stacks: out.stacks };
+  doc.overload = { capacity: out.capacity, capacityRun: out.capacityRun, ladder: out.ladder, burst: out.burst, stacks: out.stacks, ...(out.placement && { placement: out.placement }) };
   return finish(doc, o, benchText(doc));
 }
 
