@@ -32,7 +32,7 @@ const { ownCoreSplit, placeOn, placeStack } = require('./pin');
 // The kit with its overload protection on, by the kit's own recipe
 // (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
 // measured first, from which the definition derives the bound nginx lets through
-// (tunekit_nginx_upstream_max_conns = C × W / 2; the app's accept queue stays the
+// (tunekit_nginx_upstream_max_conns = C × W / 4; the app's accept queue stays the
 // kit's, deeper) and the runner's queue budget (tunekit_app_queue_budget_ms = W). Both, by
 // default: the bound refuses at nginx without a connection to the app, so the
 // app's accept queue never fills (with the budget alone it did, and nginx answered

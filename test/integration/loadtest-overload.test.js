@@ -69,8 +69,16 @@ test('bench --overload: stock, kit and kit+bound+budget through the ladder in tu
   assert.match(html, /Served p99 against offered load/);
 });
 
-test('bench --overload --burst: 0.5x, 10x for 1 s, 0.5x in one run per stack; the burst\'s requests accounted for, what it did said per stack', async (t) => {
-  const { doc, md } = await bench(t, ['--burst', '--capacity', '20', '--step', '2', '--recovery', '3', '--max-connections', '300']);
+test('bench --overload --burst --own-core: 0.5x, 10x for 1 s, 0.5x in one run per stack, the generator on CPU 0 and the stacks on the rest; the burst\'s requests accounted for, what it did said per stack', async (t) => {
+  // --own-core refuses a machine of one CPU with its own line (loadtest/overload.js); this one has more.
+  const cpus = os.availableParallelism();
+  const ownCore = cpus >= 2 ? ['--own-core'] : [];
+  const { doc, md } = await bench(t, ['--burst', ...ownCore, '--capacity', '20', '--step', '2', '--recovery', '3', '--max-connections', '300']);
+  if (ownCore.length) {
+    // Each stack was placed by taskset and its CPUs read back (a mismatch stops the bench).
+    assert.deepEqual(doc.overload.placement, { generator: '0', stacks: cpus === 2 ? '1' : `1-${cpus - 1}` });
+    assert.match(md, /--own-core: the generator on CPU 0, every stack on CPU 1/);
+  }
   assert.equal(doc.overload.burst, true);
   assert.deepEqual(doc.overload.ladder.map((p) => [p.multiple, p.rate, p.durationS]), [[0.5, 10, 2], [10, 200, 1], [0.5, 10, 3]]);
   assert.deepEqual(doc.results.map((x) => x.step), [0, 0, 0], 'one run per stack');

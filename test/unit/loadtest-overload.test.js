@@ -102,16 +102,16 @@ test('bench --overload: the protected stack is the kit\'s recipe, bound and queu
   const both = stacksFor(parse());
   assert.deepEqual(Object.keys(both), ['stock', 'kit', 'kit+bound+budget']);
   assert.deepEqual(both['kit+bound+budget'].setFor(1500.4), ['tunekit_latency_budget_ms=500', 'tunekit_app_capacity_rps=1500']);
-  // The set renders what the name says: half of 1,500 req/s x 500 ms = 375 requests at nginx, the runner's budget 500 ms,
+  // The set renders what the name says: a quarter of 1,500 req/s x 500 ms = 188 requests at nginx, the runner's budget 500 ms,
   // and the app's accept queue the kit's 4,096, deeper than the bound (as deep, it filled with connections the bound does not count).
   const f = files(both['kit+bound+budget'].setFor(1500));
-  assert.match(f['upstream.conf'], / max_conns=375;/);
+  assert.match(f['upstream.conf'], / max_conns=188;/);
   assert.equal(JSON.parse(f['app.json']).queueBudgetMs, 500);
   assert.equal(JSON.parse(f['app.json']).backlog, 4096);
 
   const bound = stacksFor(parse('--protect', 'bound', '--latency-budget', '200'))['kit+bound'];
   const fb = files(bound.setFor(1000));
-  assert.match(fb['upstream.conf'], / max_conns=100;/);
+  assert.match(fb['upstream.conf'], / max_conns=50;/);
   assert.equal(JSON.parse(fb['app.json']).queueBudgetMs, 0);
 
   const budget = stacksFor(parse('--protect', 'budget', '--latency-budget', '500'))['kit+budget'];
