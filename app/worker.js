@@ -185,7 +185,7 @@ function lingeringClose(socket) {
 // back (uv__emfile_trick, https://github.com/libuv/libuv/blob/v1.x/src/unix/stream.c):
 // Node never sees the error, and nginx answers those requests 502. So the worker
 // watches its own count: the descriptors open when it started listening plus the
-// connections it holds. At the soft RLIMIT_NOFILE (read from /proc/self/limits,
+// extra listening descriptors (acceptMore) and the connections it holds. At the soft RLIMIT_NOFILE (read from /proc/self/limits,
 // again every FILES_CHECK_MS, so a prlimit is seen too) it logs open-files-limit,
 // at most once per FILES_LOG_MS, with how often it was hit since.
 const FILES_CHECK_MS = 1000;
@@ -203,7 +203,8 @@ function readFilesLimit() {
 
 function watchFiles() {
   try {
-    files.baseline = fs.readdirSync('/proc/self/fd').length - sockets.size;
+    // Connections and the extra listening descriptors (acceptMore) are counted live.
+    files.baseline = fs.readdirSync('/proc/self/fd').length - sockets.size - acceptors.length;
   } catch {
     return; // no procfs: not watched
   }
@@ -221,7 +222,7 @@ function serving() {
 }
 
 function countFiles() {
-  const open = files.baseline + sockets.size;
+  const open = files.baseline + acceptors.length + sockets.size;
   if (open < files.limit) return;
   files.hits += 1;
   const now = Date.now();
