@@ -185,9 +185,10 @@ function lingeringClose(socket) {
 // back (uv__emfile_trick, https://github.com/libuv/libuv/blob/v1.x/src/unix/stream.c):
 // Node never sees the error, and nginx answers those requests 502. So the worker
 // watches its own count: the descriptors open when it started listening plus the
-// extra listening descriptors (acceptMore) and the connections it holds. At the soft RLIMIT_NOFILE (read from /proc/self/limits,
-// again every FILES_CHECK_MS, so a prlimit is seen too) it logs open-files-limit,
-// at most once per FILES_LOG_MS, with how often it was hit since.
+// extra listening descriptors (acceptMore) and the connections it holds. At the
+// soft RLIMIT_NOFILE (read from /proc/self/limits, again every FILES_CHECK_MS, so
+// a prlimit is seen too) it logs open-files-limit, at most once per FILES_LOG_MS,
+// with how often it was hit since.
 const FILES_CHECK_MS = 1000;
 const FILES_LOG_MS = 10_000;
 const files = { limit: Infinity, baseline: 0, hits: 0, lastLog: 0 };

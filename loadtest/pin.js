@@ -27,6 +27,13 @@ function allowedCpus(pid) {
   }
 }
 
+/** taskset(1) every thread of pid onto the CPU list cpus: its failure text, or null. */
+function taskset(pid, cpus, run) {
+  const r = run('taskset', ['-a', '-p', '-c', String(cpus), String(pid)], { encoding: 'utf8' });
+  if (!r.error && r.status === 0) return null;
+  return r.error ? r.error.message : String(r.stderr || '').trim();
+}
+
 /**
  * Pin a stack's workers; pids: { nginx: [master, ...workers], app: [primary, ...workers] }.
  * Returns [{ pid, role, cpu }]; throws naming taskset and the pid when it fails.
@@ -36,9 +43,8 @@ function pinStack(pids, { cores = cpu.cores(), run = spawnSync } = {}) {
   for (const role of ['nginx', 'app']) {
     (pids[role] || []).slice(1).forEach((pid, k) => {
       const c = cpuFor(k, cores);
-      const r = run('taskset', ['-a', '-p', '-c', String(c), String(pid)], { encoding: 'utf8' });
-      if (r.error || r.status !== 0) {
-        const why = r.error ? r.error.message : String(r.stderr || '').trim();
+      const why = taskset(pid, c, run);
+      if (why !== null) {
         throw new Error(`taskset could not pin ${role} worker ${pid} to CPU ${c}: ${why}; install util-linux (taskset), or run the bench without --pin`);
       }
       // taskset -a on a pid that is gone pins no thread and still exits 0.
@@ -66,12 +72,12 @@ function ownCoreSplit(n) {
 /** Every thread of each pid onto the CPU list `cpus` (taskset's -c syntax); throws naming the pid and the fix. */
 function placeOn(pids, cpus, { run = spawnSync } = {}) {
   for (const pid of pids) {
-    const r = run('taskset', ['-a', '-p', '-c', cpus, String(pid)], { encoding: 'utf8' });
+    const failed = taskset(pid, cpus, run);
     const now = allowedCpus(pid);
     // A process that exited meanwhile (a worker replaced) has nothing left to place.
     if (now === null) continue;
-    if (r.error || r.status !== 0 || now !== cpus) {
-      const why = r.error ? r.error.message : String(r.stderr || '').trim() || `its CPUs are ${now}`;
+    if (failed !== null || now !== cpus) {
+      const why = failed || `its CPUs are ${now}`;
       throw new Error(`taskset could not place pid ${pid} on CPUs ${cpus}: ${why}; install util-linux (taskset), or run without --own-core`);
     }
   }
