@@ -112,8 +112,13 @@ function createRunner(hosts, { groupVars = {}, hostVars = {}, name = 'tunekit-e2
   return { tmp, inventory, logDir, playbook, setHostVars, cleanup };
 }
 
+// The last n lines of a run's output, after the lines that say why a task
+// failed (at -vvv the failure sits thousands of lines above the end).
 function tailOf(text, n = 60) {
-  return text.split('\n').slice(-n).join('\n');
+  const lines = text.split('\n');
+  const why = lines.filter((l) => /^(\[ERROR\]: |fatal: \[|failed: \[|Origin: )/.test(l)).map((l) => l.slice(0, 500));
+  const end = lines.slice(-n).join('\n');
+  return why.length ? `${why.join('\n')}\n…\n${end}` : end;
 }
 
 /**

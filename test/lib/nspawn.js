@@ -46,7 +46,14 @@
 // The machine here runs a cgroup v1/hybrid hierarchy; trixie's systemd (257)
 // has dropped v1 and boots on it only in a degraded compat mode (errors at
 // boot), so nspawn is told to give the container a unified cgroup v2 hierarchy
-// (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1).
+// (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1). That hierarchy is the machine's one
+// cgroup2 mount, whose root holds every process here (no systemd on this side
+// places them): a container's cgroup namespace is rooted where nspawn starts,
+// so every container would share one tree, and two hosts' systemd would both
+// own system.slice/nginx.service: a restart on one removed the cgroup the
+// other was starting nginx into ("Failed to spawn executor: No such file or
+// directory", Result: resources; 2-3 of 80 concurrent restarts). Each nspawn
+// therefore starts in a cgroup of its own (ownCgroup), removed at teardown.
 //
 // Needs root, systemd-nspawn (systemd-container), debootstrap, ssh, ssh-keygen.
 
@@ -307,6 +314,32 @@ function sshArgsFor(keyFile) {
   ];
 }
 
+// Where this machine mounts cgroup2 (the unified hierarchy), or null.
+function cgroup2Mount() {
+  const line = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => / - cgroup2 /.test(l));
+  return line ? line.split(' ')[4] : null;
+}
+
+// A cgroup2 directory and everything under it, deepest first (each must be
+// empty of processes; rmdir takes a cgroup's own files with it).
+function removeCgroupTree(dir) {
+  let entries;
+  try { entries = fs.readdirSync(dir, { withFileTypes: true }); } catch { return; }
+  for (const e of entries) if (e.isDirectory()) removeCgroupTree(path.join(dir, e.name));
+  try { fs.rmdirSync(dir); } catch { /* still holds a process: leftoversOf reports it */ }
+}
+
+// The cgroup a container's nspawn starts in, so that its cgroup namespace is
+// its own (see the top of this file); null on a machine with no cgroup2 mount.
+function ownCgroup(machine) {
+  const mount = cgroup2Mount();
+  if (!mount) return null;
+  const dir = path.join(mount, `tunekit-nspawn-${machine}`);
+  removeCgroupTree(dir); // a run killed before its teardown
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
 // Polls check() every `everyMs` until it returns something truthy; past `ms`
 // throws what failed() says. `check` runs at least once after the time is up, so
 // an event loop held up elsewhere never fails a step that has not been tried.
@@ -327,7 +360,7 @@ async function bootOne(index, { name, suite, prepare, sshWaitMs = SSH_MS, rootfs
   const host = {
     name: machine, suite, ip, hostIp, cidr, slot, iface, keyFile,
     dir: path.join(tmp, `host${index}`), root: null, pid: null, init: null, proc: null, mounted: false,
-    sshArgs: sshArgsFor(keyFile), consoleLog: null, tmp,
+    sshArgs: sshArgsFor(keyFile), consoleLog: null, cgroup: null, tmp,
   };
   live.add(host);
   fs.mkdirSync(host.dir);
@@ -346,7 +379,11 @@ async function bootOne(index, { name, suite, prepare, sshWaitMs = SSH_MS, rootfs
 
   host.consoleLog = path.join(host.dir, 'console.log');
   const out = fs.openSync(host.consoleLog, 'a');
-  const proc = spawn('systemd-nspawn', [
+  host.cgroup = ownCgroup(machine);
+  // sh moves itself into that cgroup, then becomes nspawn (the same pid).
+  const into = host.cgroup ? ['sh', '-c', 'echo $$ > "$0" && exec "$@"', path.join(host.cgroup, 'cgroup.procs')] : [];
+  const proc = spawn(into[0] || 'systemd-nspawn', [
+    ...into.slice(1), ...(into.length ? ['systemd-nspawn'] : []),
     '-q', '-b', '-D', host.root, '-M', machine,
     '--register=no', '--keep-unit', '--network-veth',
     '--console=read-only',
@@ -549,6 +586,7 @@ function cleanupSync(h) {
     if (r.code === 0) h.mounted = false;
   }
   if (!h.mounted) fs.rmSync(h.dir, { recursive: true, force: true });
+  if (h.cgroup) removeCgroupTree(h.cgroup);
   for (const p of h.leftovers || []) {
     try {
       if (fs.statSync(p).isDirectory()) fs.rmdirSync(p); // empty once the container is gone
@@ -593,6 +631,7 @@ function leftoversOf(h) {
   const mounts = fs.readFileSync('/proc/self/mounts', 'utf8');
   if (mounts.includes(h.dir)) found.push(`mount under ${h.dir}`);
   if (fs.existsSync(h.dir)) found.push(`dir ${h.dir}`);
+  if (h.cgroup && fs.existsSync(h.cgroup)) found.push(`cgroup ${h.cgroup}`);
   for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     let root = '';
     try { root = fs.readlinkSync(`/proc/${pid}/root`); } catch { continue; }
