@@ -34,11 +34,19 @@ const WORKER_ENTRY = path.join(__dirname, 'worker.js');
 // (and `tunekit profile`) names JavaScript frames. Only functions, not V8's
 // stubs and handlers: a smaller map, the same names for the app's code.
 // See https://nodejs.org/en/learn/diagnostics/poor-performance/using-linux-perf
+// With maxSemiSpaceMb, the young generation's bound (tunekit_app_max_semi_space_mb)
+// in place of any the primary was started with.
+// See https://nodejs.org/api/cli.html#--max-semi-space-sizesize-in-mib
 const PERF_MAP_FLAG = '--perf-basic-prof-only-functions';
+const SEMI_SPACE_FLAG = '--max-semi-space-size';
 
-function workerExecArgv(s) {
-  const own = process.execArgv.filter((a) => a !== PERF_MAP_FLAG);
-  return s.perfMap ? [...own, PERF_MAP_FLAG] : own;
+function workerExecArgv(s, own = process.execArgv) {
+  const kept = own.filter((a) => a !== PERF_MAP_FLAG && !(s.maxSemiSpaceMb && a.startsWith(`${SEMI_SPACE_FLAG}=`)));
+  return [
+    ...kept,
+    ...(s.perfMap ? [PERF_MAP_FLAG] : []),
+    ...(s.maxSemiSpaceMb ? [`${SEMI_SPACE_FLAG}=${s.maxSemiSpaceMb}`] : []),
+  ];
 }
 
 // The primary's state lives here; each concern is a module of functions over it
@@ -235,4 +243,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { runPrimary, Primary, makeLogger, errorText: lifecycle.errorText, WORKER_ENTRY, START_TIMEOUT_MS: lifecycle.START_TIMEOUT_MS };
+module.exports = { runPrimary, Primary, makeLogger, workerExecArgv, errorText: lifecycle.errorText, WORKER_ENTRY, START_TIMEOUT_MS: lifecycle.START_TIMEOUT_MS };

@@ -12,13 +12,15 @@ const SUN_PATH_MAX = 107;
 const STRATEGIES = ['shared', 'round-robin', 'per-worker'];
 // The definition's bound on tunekit_app_accepts_per_turn (Type: int 1..1024).
 const MAX_ACCEPTS_PER_TURN = 1024;
+// The definition's bound on tunekit_app_max_semi_space_mb (Type: int 0..1024).
+const MAX_SEMI_SPACE_MB = 1024;
 
 const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
   'workers', 'backlog', 'acceptsPerTurn', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
   'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
-  'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs', 'metricsLoopResolutionMs',
+  'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs', 'metricsLoopResolutionMs', 'maxSemiSpaceMb',
 ];
 
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
@@ -130,6 +132,9 @@ function normalize(input) {
   }
   if (s.acceptsPerTurn > MAX_ACCEPTS_PER_TURN) {
     throw new SettingsError(`acceptsPerTurn=${s.acceptsPerTurn} is above ${MAX_ACCEPTS_PER_TURN}: each is a descriptor every worker polls (tunekit_app_accepts_per_turn; 32 drains a busy worker's queue, docs/overload.md)`);
+  }
+  if (s.maxSemiSpaceMb > MAX_SEMI_SPACE_MB) {
+    throw new SettingsError(`maxSemiSpaceMb=${s.maxSemiSpaceMb} is above ${MAX_SEMI_SPACE_MB} (tunekit_app_max_semi_space_mb: MiB per semi-space, and the young generation takes three; 0 leaves it to V8)`);
   }
   if (!STRATEGIES.includes(s.strategy)) {
     throw new SettingsError(`strategy ${JSON.stringify(s.strategy)} must be one of ${STRATEGIES.join(', ')}`);

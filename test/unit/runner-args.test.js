@@ -12,7 +12,7 @@ const config = require('../../lib/config');
 const settings = require('../../app/settings');
 const { kindOf } = require('../../app/load');
 const sock = require('../../app/socket');
-const { errorText } = require('../../app/cluster');
+const { errorText, workerExecArgv } = require('../../app/cluster');
 
 const defaults = () => config.appSettings(config.resolve({}));
 
@@ -141,6 +141,22 @@ test('settings: acceptsPerTurn (tunekit_app_accepts_per_turn) is 1..1024, 32 in 
   assert.throws(() => settings.normalize({ ...defaults(), acceptsPerTurn: 0 }), { name: 'SettingsError', message: /acceptsPerTurn=0 must be at least 1/ });
   assert.throws(() => settings.normalize({ ...defaults(), acceptsPerTurn: 1025 }),
     { name: 'SettingsError', message: /acceptsPerTurn=1025 is above 1024: each is a descriptor every worker polls \(tunekit_app_accepts_per_turn/ });
+});
+
+test('settings: maxSemiSpaceMb (tunekit_app_max_semi_space_mb) is 0..1024, 0 (V8\'s own) in the definition', () => {
+  assert.equal(defaults().maxSemiSpaceMb, 0);
+  assert.equal(settings.normalize({ ...defaults(), maxSemiSpaceMb: 1 }).maxSemiSpaceMb, 1);
+  assert.throws(() => settings.normalize({ ...defaults(), maxSemiSpaceMb: -1 }), { name: 'SettingsError', message: /maxSemiSpaceMb=-1 must be a whole number >= 0/ });
+  assert.throws(() => settings.normalize({ ...defaults(), maxSemiSpaceMb: 1025 }),
+    { name: 'SettingsError', message: /maxSemiSpaceMb=1025 is above 1024 \(tunekit_app_max_semi_space_mb/ });
+  assert.equal(settingsFor(['--set', 'tunekit_app_max_semi_space_mb=4']).settings.maxSemiSpaceMb, 4);
+});
+
+test('workers\' flags: the primary\'s own, the perf map, and the semi-space bound in place of the primary\'s', () => {
+  const s = (o) => ({ ...defaults(), ...o });
+  assert.deepEqual(workerExecArgv(s({}), ['--max-semi-space-size=16']), ['--max-semi-space-size=16'], '0 keeps what the primary was started with');
+  assert.deepEqual(workerExecArgv(s({ maxSemiSpaceMb: 2 }), ['--max-semi-space-size=16', '--enable-source-maps']), ['--enable-source-maps', '--max-semi-space-size=2']);
+  assert.deepEqual(workerExecArgv(s({ maxSemiSpaceMb: 1, perfMap: true }), []), ['--perf-basic-prof-only-functions', '--max-semi-space-size=1']);
 });
 
 test('parseListen', () => {
