@@ -53,7 +53,8 @@ function burstLine(s) {
 /** The lines above the tables: capacity, ladder, the machine. */
 function frame(doc) {
   const o = doc.overload;
-  const cap = o.capacityRun ? `measured on ${o.capacityRun.stack} (${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
+  const runs = o.capacityRun && o.capacityRun.runs ? `the median of ${o.capacityRun.runs.length} runs: ${o.capacityRun.runs.map(int).join(', ')}; ` : '';
+  const cap = o.capacityRun ? `measured on ${o.capacityRun.stack} (${runs}${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
   const others = o.stacks.map((s) => (s.otherCores == null ? null : `${s.stack} ${fixed(s.otherCores, 1)}`)).filter(Boolean).join(', ');
   const protectedSets = o.stacks.filter((s) => s.set).map((s) => `${s.stack}: ${s.set.join(', ')}`);
   return [

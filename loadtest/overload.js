@@ -1,7 +1,8 @@
 'use strict';
 // The engine of `tunekit bench --overload`: what each stack does past its
-// capacity. The capacity is measured first (a saturation run on the kit's
-// stack); then a ladder of paced rates, multiples of that capacity (0.8, 1, 1.5,
+// capacity. The capacity is measured first (the median of CAPACITY_RUNS
+// saturation runs on the kit's stack: one 8 s run moved ±10% between runs on a
+// quiet machine, and every step's rate and goodput hang on it); then a ladder of paced rates, multiples of that capacity (0.8, 1, 1.5,
 // 2, 3× by default), each step long enough for the queues to fill (its first
 // quarter is left out of its figures), and a last step at 0.5× straight after the
 // highest: how fast it recovers. Step by step, the stacks take turns (the order
@@ -24,7 +25,7 @@ const fs = require('node:fs');
 const { measure } = require('./measure');
 const { nginxTarget, loadStack } = require('./targets');
 const { SCENARIOS } = require('./scenarios');
-const { roundOrder } = require('./stats');
+const { median, roundOrder } = require('./stats');
 const status = require('../lib/status');
 const cpu = require('./cpu');
 const { ownCoreSplit, placeOn, placeStack } = require('./pin');
@@ -72,6 +73,7 @@ const DEFAULT_MULTIPLES = [0.8, 1, 1.5, 2, 3];
 const RECOVERY_MULTIPLE = 0.5;
 // Descriptors this process keeps for itself (the clock thread, stdio, ss, scrapes).
 const RESERVED_FDS = 256;
+const CAPACITY_RUNS = 3;
 
 /** The soft open-files limit of this process (Infinity without one or without /proc). */
 function fdLimit() {
@@ -243,6 +245,19 @@ function burstSummary(stepsOut) {
   };
 }
 
+/** The capacity: the median of CAPACITY_RUNS saturation runs on `target` (each kept in `results`). */
+async function measureCapacity(target, o, results) {
+  const runs = [];
+  for (let i = 1; i <= CAPACITY_RUNS; i++) {
+    o.progress.start(`capacity of kit (${o.driver}, saturation, run ${i} of ${CAPACITY_RUNS})`, o.capacityS);
+    const r = await measure(target, { mode: 'saturation', driver: o.driver, duration: o.capacityS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
+    o.progress.done();
+    results.push({ ...r, role: 'capacity' });
+    runs.push(r);
+  }
+  return { reqPerSec: median(runs.map((r) => r.reqPerSec)), runs: runs.map((r) => r.reqPerSec), driver: runs[0].driver, stack: runs[0].scenario };
+}
+
 // Run the overload bench. `o`: { multiples, stepS, recoveryS, capacity
 // (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
 // workers, app, set, varsFiles, driver, progress, protect, latencyBudgetMs, burst }.
@@ -271,10 +286,7 @@ async function runOverload(o) {
     let capacity = o.capacity;
     let capacityRun = null;
     if (!capacity) {
-      progress.start(`capacity of kit (${o.driver}, saturation)`, o.capacityS);
-      capacityRun = await measure(targetOf('kit'), { mode: 'saturation', driver: o.driver, duration: o.capacityS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
-      progress.done();
-      results.push({ ...capacityRun, role: 'capacity' });
+      capacityRun = await measureCapacity(targetOf('kit'), o, results);
       capacity = capacityRun.reqPerSec;
     }
     const protectedSet = {};
@@ -312,7 +324,7 @@ async function runOverload(o) {
     });
     return {
       ...(split && { placement: split }),
-      capacity, capacityRun: capacityRun ? { reqPerSec: capacityRun.reqPerSec, driver: capacityRun.driver, stack: capacityRun.scenario } : null,
+      capacity, capacityRun,
       ladder: phases, burst: Boolean(o.burst), stacks: out, results,
     };
   } finally {
@@ -328,5 +340,5 @@ async function runOverload(o) {
 
 module.exports = {
   runOverload, ladder, runsOf, burstSteps, burstSummary, connectionCap, steps, recovery, STACKS, stacksFor,
-  PROTECT_MODES, DEFAULT_LATENCY_BUDGET_MS, DEFAULT_MULTIPLES, RECOVERY_MULTIPLE, BURST_MULTIPLE, BURST_S,
+  PROTECT_MODES, DEFAULT_LATENCY_BUDGET_MS, CAPACITY_RUNS, DEFAULT_MULTIPLES, RECOVERY_MULTIPLE, BURST_MULTIPLE, BURST_S,
 };

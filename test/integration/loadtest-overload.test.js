@@ -90,3 +90,15 @@ test('bench --overload --burst --own-core: 0.5x, 10x for 1 s, 0.5x in one run pe
     assert.match(md, new RegExp(`${s.stack.replace(/\+/g, '\\+')}: 10× for 1 s \\(200 requests\\)`));
   }
 });
+
+test('bench --overload without --capacity: the capacity is the median of three saturation runs on the kit\'s stack, each kept, and the ladder is paced from it', async (t) => {
+  // The example's default cost (a few thousand req/s here): half of it for 2 s is a rate the pacer keeps.
+  const { doc, md } = await bench(t, ['--app', 'examples/cpu-bound.js', '--duration', '1', '--multiples', '0.5', '--step', '2', '--recovery', '1', '--max-connections', '200']);
+  const { capacity, capacityRun } = doc.overload;
+  assert.equal(capacityRun.runs.length, 3);
+  assert.ok(capacityRun.runs.every((r) => r > 0), `saturation runs: ${capacityRun.runs.join(', ')}`);
+  assert.equal(capacity, [...capacityRun.runs].sort((a, b) => a - b)[1], 'the median of the three');
+  assert.deepEqual(doc.results.filter((x) => x.role === 'capacity').map((x) => [x.scenario, x.reqPerSec]), capacityRun.runs.map((r) => ['kit', r]));
+  assert.equal(doc.overload.ladder[0].rate, Math.round(capacity * 0.5));
+  assert.match(md, /measured on kit \(the median of 3 runs: [\d,]+, [\d,]+, [\d,]+; wrk, saturation, 50 connections\)/);
+});
