@@ -2,9 +2,10 @@
 // The engine of `tunekit bench --overload`: what each stack does past its
 // capacity. The capacity is measured first (the median of CAPACITY_RUNS
 // saturation runs on the kit's stack: one 8 s run moved ±10% between runs on a
-// quiet machine, and every step's rate and goodput hang on it); then a ladder of paced rates, multiples of that capacity (0.8, 1, 1.5,
-// 2, 3× by default), each step long enough for the queues to fill (its first
-// quarter is left out of its figures), and a last step at 0.5× straight after the
+// quiet machine, and every step's rate and goodput hang on it); then a ladder
+// of paced rates, multiples of that capacity (0.8, 1, 1.5, 2, 3× by default),
+// each step long enough for the queues to fill (its first quarter is left out
+// of its figures), and a last step at 0.5× straight after the
 // highest: how fast it recovers. Step by step, the stacks take turns (the order
 // rotated per step, stats.roundOrder), so a shared machine's drift spreads over
 // all of them; the highest step and the recovery are one pacer run (pacer.js

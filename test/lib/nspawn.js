@@ -379,16 +379,16 @@ async function bootOne(index, { name, suite, prepare, sshWaitMs = SSH_MS, rootfs
 
   host.consoleLog = path.join(host.dir, 'console.log');
   const out = fs.openSync(host.consoleLog, 'a');
-  host.cgroup = ownCgroup(machine);
-  // sh moves itself into that cgroup, then becomes nspawn (the same pid).
-  const into = host.cgroup ? ['sh', '-c', 'echo $$ > "$0" && exec "$@"', path.join(host.cgroup, 'cgroup.procs')] : [];
-  const proc = spawn(into[0] || 'systemd-nspawn', [
-    ...into.slice(1), ...(into.length ? ['systemd-nspawn'] : []),
-    '-q', '-b', '-D', host.root, '-M', machine,
+  const nspawn = [
+    'systemd-nspawn', '-q', '-b', '-D', host.root, '-M', machine,
     '--register=no', '--keep-unit', '--network-veth',
     '--console=read-only',
     `--setenv=TUNEKIT_TEST_HOST=${machine}`, ...(RUN_TAG ? [`--setenv=TUNEKIT_TEST_TAG=${RUN_TAG}`] : []),
-  ], {
+  ];
+  host.cgroup = ownCgroup(machine);
+  // sh moves itself into that cgroup, then becomes nspawn (the same pid).
+  const argv = host.cgroup ? ['sh', '-c', 'echo $$ > "$0" && exec "$@"', path.join(host.cgroup, 'cgroup.procs'), ...nspawn] : nspawn;
+  const proc = spawn(argv[0], argv.slice(1), {
     stdio: ['ignore', out, out],
     env: { ...process.env, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: '1' },
   });
