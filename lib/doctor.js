@@ -42,7 +42,9 @@ const { workerConnectionsAlert, nginxRlimitAlert, nginxEmfileAlert } = require('
 // where the values were read, then the rule's own refusal text.
 //
 // cases(facts, ctx) -> [{ vars, where, fix, ok?, note? }]: broken, a finding at
-//                      the rule's level; else the ok finding, if any
+//                      the rule's level; else the ok finding, if any. No case: the
+//                      rule does not apply here, unless orLive: then the live
+//                      set's values judge it (lib/live/variables.js)
 // run(facts, ctx)   -> findings
 
 const CHECKS = [
@@ -131,7 +133,7 @@ const CHECKS = [
     run: appSocketBacklog,
   },
   {
-    id: 'app-backlog', rule: 'app-backlog', reads: "app.json's backlog; net.core.somaxconn",
+    id: 'app-backlog', rule: 'app-backlog', reads: "app.json's backlog; net.core.somaxconn", orLive: true,
     cases: (facts) => {
       const asked = facts.app && facts.app.settings ? facts.app.settings.backlog : null;
       if (asked == null || facts.kernel.somaxconn == null) return [];
@@ -147,7 +149,7 @@ const CHECKS = [
     run: nginxNofile,
   },
   {
-    id: 'nofile', rule: 'nofile', reads: 'worker_rlimit_nofile and worker_connections',
+    id: 'nofile', rule: 'nofile', reads: 'worker_rlimit_nofile and worker_connections', orLive: true,
     cases: (facts) => {
       const n = facts.nginx;
       if (!n || n.workerRlimitNofile == null) return [];
@@ -232,15 +234,17 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     const results = views.map((v) => ({ name: v.name, live: v.live, r: v.results[i] }));
     const done = results.filter(({ r }) => r.evaluated);
     const checks = CHECKS.filter((c) => c.rule === rule.id);
-    if (checks.length) {
-      // A rule with checks of its own counts where they had a case to evaluate.
-      const c = cases.get(rule.id);
-      if (c) {
-        coverage.evaluated.push(rule.id);
-        coverage.verdicts.push({ id: rule.id, level: rule.level, broken: c.broken, says: c.says, values: c.values });
-      } else {
-        coverage.notEvaluated.push({ id: rule.id, missing: done.length ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((k) => k.reads).join('; ')})` }] : results[0].r.missing });
-      }
+    // A rule with checks of its own is judged by them where they had a case:
+    // their findings name the host's own lines.
+    const c = checks.length && cases.get(rule.id);
+    if (c) {
+      coverage.evaluated.push(rule.id);
+      coverage.verdicts.push({ id: rule.id, level: rule.level, broken: c.broken, says: c.says, values: c.values });
+      return;
+    }
+    if (checks.length && !checks.some((k) => k.orLive)) {
+      // No case: the rule does not apply here (a race needs a pool).
+      coverage.notEvaluated.push({ id: rule.id, missing: done.length ? [{ variable: null, why: `nothing on this host to evaluate it over (${checks.map((k) => k.reads).join('; ')})` }] : results[0].r.missing });
       return;
     }
     if (!done.length) {
@@ -251,7 +255,14 @@ function audit(facts, def = config.resolve(), { asRoot = null, table: list = rul
     // The verdict: the first app that breaks it, else the first evaluated.
     const v = done.find(({ r }) => r.broken) || done[0];
     coverage.verdicts.push({ id: rule.id, level: rule.level, broken: v.r.broken, says: v.r.says, values: Object.fromEntries(rules.reads(rule).map((k) => [k, v.live.values[k]])) });
-    out.push(...genericFindings(rule, done, facts, definition));
+    // Else the one evaluator's values (checks marked orLive with no case:
+    // worker_rlimit_nofile unset is read as the soft limit nginx's workers inherit;
+    // the app's backlog from its live accept queue with no app.json). A check of the live
+    // host that already reported the rule's cause at the rule's level keeps it one
+    // finding; a holding rule adds no line beside the checks'.
+    const reported = out.some((f) => checks.some((k) => k.id === f.id) && f.level === rule.level);
+    if (!checks.length) out.push(...genericFindings(rule, done, facts, definition));
+    else if (v.r.broken && !reported) out.push(...genericFindings(rule, done.filter(({ r }) => r.broken), facts, definition));
   });
   return { findings: out, rules: coverage };
 }

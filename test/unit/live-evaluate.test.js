@@ -190,3 +190,30 @@ test("the app's service's stop timeout (systemctl show) and Node's keep-alive bu
   assert.equal(short.broken, true);
   assert.match(short.says, /^tunekit_systemd_timeout_stop_s=5 must exceed tunekit_app_drain_timeout_s=10/);
 });
+
+test('a rule whose own check has no case is evaluated over the live set: worker_rlimit_nofile unset is the soft limit the workers inherit, one finding per cause', () => {
+  const facts = hostFacts();
+  const conf = CONF.replace('worker_rlimit_nofile 8192;\n', '');
+  facts.nginx = { ...describeNginx(nginxconf.parseDump(conf), '1.22.1'), tree: nginxconf.parseDump(conf).tree, alerts: {} };
+  const nofileOf = (soft, workers) => {
+    facts.limits.nginx['Max open files'] = { soft, hard: 65536, pids: [100] };
+    facts.nginx.workerNofile = workers;
+    const { findings, rules: coverage } = doctor.audit(facts, config.resolve());
+    return { findings: findings.filter((f) => f.id === 'nofile'), coverage, verdict: coverage.verdicts.find((v) => v.id === 'nofile') };
+  };
+  // Enough: evaluated, holds, no line beyond the check's own.
+  let r = nofileOf(8192, [8192]);
+  assert.ok(r.coverage.evaluated.includes('nofile'), JSON.stringify(r.coverage.notEvaluated.find((x) => x.id === 'nofile')));
+  assert.equal(r.verdict.broken, false);
+  assert.deepEqual(r.findings.map((f) => f.level), ['warn', 'ok'], JSON.stringify(r.findings));
+  // Too low, the workers' live limit seen: broken, and the check's finding is the one failure.
+  r = nofileOf(1024, [1024]);
+  assert.equal(r.verdict.broken, true);
+  assert.match(r.verdict.says, /tunekit_nginx_worker_rlimit_nofile=1024 must be at least 2 x\s+tunekit_nginx_worker_connections=2048/);
+  assert.deepEqual(r.findings.filter((f) => f.level === 'fail').map((f) => f.what), ['a running nginx worker has an open-files limit of 1024 < 4096']);
+  // Too low, the workers' limits unread: the rule's own finding, in the host's words.
+  r = nofileOf(1024, []);
+  const fails = r.findings.filter((f) => f.level === 'fail');
+  assert.equal(fails.length, 1, JSON.stringify(r.findings));
+  assert.match(fails[0].what, /^"Max open files" soft 1024 in \/proc\/100\/limits \(nginx's master\), worker_connections 2048 at \/etc\/nginx\/nginx.conf:\d+: /);
+});

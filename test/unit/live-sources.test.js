@@ -61,3 +61,11 @@ test("the docs' table marks a rule live exactly when every variable it reads has
   assert.match(text, /\| <a id="rule-unlined"><\/a>`unlined` \| `tunekit_c` \| no: `tunekit_c`: no `# Live:` line \|/);
   assert.match(text, /\| `tunekit_a` \| sysctl `net.core.somaxconn` \|/);
 });
+
+test("every variable a rule of the kit's table reads says where a live host shows it, or why it cannot (a # Live: line)", () => {
+  const { readDefinition } = require('../../lib/config/definition');
+  const rules = require('../../lib/config/rules');
+  const lined = new Set(readDefinition().filter((v) => v.live).map((v) => v.key));
+  const unlined = rules.load().flatMap((r) => rules.reads(r).filter((k) => !lined.has(k)).map((k) => `${k} (rule ${r.id})`));
+  assert.deepEqual(unlined, [], 'add a # Live: line beside each (lib/config/live.js has the grammar; "no: REASON" when no host shows it)');
+});
