@@ -247,15 +247,13 @@ async function startStacks(o, stacks, pinned, cleanups) {
   }
 }
 
-async function runBench(o) {
-  const progress = o.progress;
-  const t0 = Date.now();
-  const auto = o.rounds === 'auto' ? { width: o.width / 100, budgetS: o.budgetS, maxRounds: o.maxRounds, minRounds: AUTO_MIN_ROUNDS } : null;
-  let stopped = null;
+// Start every stack and target the scenarios need, and warm each up: the cleanups
+// stop them. With o.restart, before every round (fresh processes each round:
+// an offset a stack keeps for its life becomes round-to-round noise the
+// interval sees); else once.
+async function startAll(o, pinned, base) {
   const stacks = {};
-  const pinned = {};
   const cleanups = [];
-  const results = [];
   try {
     await startStacks(o, stacks, pinned, cleanups);
     const targets = {};
@@ -272,14 +270,42 @@ async function runBench(o) {
       if (made.stop) cleanups.push(made.stop);
       targets[name] = made.target;
     }
-    const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
     if (o.warmup > 0) {
       for (const name of o.scenarios) {
-        progress.start(`warm-up ${name}`, o.warmup);
+        o.progress.start(`warm-up ${name}`, o.warmup);
         await measure(targets[name], { ...base, mode: 'saturation', duration: o.warmup });
-        progress.done();
+        o.progress.done();
       }
     }
+    return { targets, cleanups };
+  } catch (err) {
+    await stopAll(cleanups, o.progress);
+    throw err;
+  }
+}
+
+async function stopAll(cleanups, progress) {
+  for (const stop of cleanups.reverse()) {
+    try {
+      await stop();
+    } catch (err) {
+      progress.note(`bench: cleanup failed: ${err.message}`);
+    }
+  }
+  cleanups.length = 0;
+}
+
+async function runBench(o) {
+  const progress = o.progress;
+  const t0 = Date.now();
+  const auto = o.rounds === 'auto' ? { width: o.width / 100, budgetS: o.budgetS, maxRounds: o.maxRounds, minRounds: AUTO_MIN_ROUNDS } : null;
+  let stopped = null;
+  const pinned = {};
+  const results = [];
+  const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
+  let up = null;
+  try {
+    up = await startAll(o, pinned, base);
     const roundsT0 = Date.now();
     for (let round = 0; auto || round < o.rounds; round++) {
       if (auto) {
@@ -288,6 +314,11 @@ async function runBench(o) {
           intervals: autoIntervals(ratios(results, o.scenarios)) });
         if (stopped) break;
       }
+      if (o.restart && round > 0) {
+        await stopAll(up.cleanups, progress);
+        up = await startAll(o, pinned, base);
+      }
+      const { targets } = up;
       const of = auto ? `${round + 1} (auto, at most ${auto.maxRounds})` : `${round + 1}/${o.rounds}`;
       for (const name of roundOrder(o.scenarios, round)) {
         progress.start(`round ${of} ${name} saturation (${o.driver})`, o.duration);
@@ -303,13 +334,7 @@ async function runBench(o) {
       }
     }
   } finally {
-    for (const stop of cleanups.reverse()) {
-      try {
-        await stop();
-      } catch (err) {
-        progress.note(`bench: cleanup failed: ${err.message}`);
-      }
-    }
+    if (up) await stopAll(up.cleanups, progress);
   }
   const rounds = new Set(results.map((r) => r.round)).size;
   return {

@@ -26,9 +26,9 @@ async function main(argv) {
   if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
   const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
-  if (o.overload && (o.https || o.try || o.aa || o.pin)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa and --pin');
+  if (o.overload && (o.https || o.try || o.aa || o.pin || o.restart)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
-  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin', 'restart'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
     throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
   }
@@ -62,6 +62,7 @@ async function main(argv) {
       duration: o.duration, connections: o.connections, driver: o.driver,
       procs: o.procs, cpuRate: o.cpuRate, cpuDuration: o.cpuDuration, warmup: o.warmup, workers: o.workers,
       ...(o.try && { try: o.try }),
+      ...(o.restart && { restart: true }),
       ...(pinned && { pinned }),
       wallSeconds: Math.round((Date.now() - started) / 1000),
     },

@@ -179,6 +179,34 @@ test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until th
   assert.equal(tls.stderr, 'tunekit: --rounds auto is for the plain bench; give --https and --overload a number of rounds\n');
 });
 
+test('bench --restart: every round on fresh stacks (new nginx and app processes), none left after; refused by --overload', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-restart-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const json = path.join(dir, 'bench.json');
+  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  const r = await bench(['--scenarios', 'uds,bare', '--rounds', '3', '--restart', '--duration', '1', '--connections', '8', '--driver', 'autocannon',
+    '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(doc.options.restart, true);
+  for (const scenario of ['uds', 'bare']) {
+    const runs = doc.results.filter((x) => x.scenario === scenario);
+    assert.deepEqual(runs.map((x) => x.round), [1, 2, 3]);
+    const masters = runs.map((x) => x.server.pids.nginx[0]);
+    const primaries = runs.map((x) => x.server.pids.app[0]);
+    assert.equal(new Set(masters).size, 3, `${scenario}: a new nginx each round (${masters})`);
+    assert.equal(new Set(primaries).size, 3, `${scenario}: a new app each round (${primaries})`);
+    // Every round's processes are gone after the run.
+    for (const pid of [...runs.flatMap((x) => [...x.server.pids.nginx, ...x.server.pids.app])]) {
+      assert.equal(fs.existsSync(`/proc/${pid}`), false, `${scenario}: pid ${pid} still runs`);
+    }
+  }
+  assert.equal(doc.ratios.find((x) => x.name === 'uds/bare').reqPerSec.ci.n, 3, 'the ratio is still per round');
+  const over = await bench(['--overload', '--restart']);
+  assert.equal(over.code, 2);
+  assert.equal(over.stderr, 'tunekit: bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart\n');
+});
+
 test('the bare cluster: the example app through the tuned nginx on its socket, stopped by pid, socket removed', async (t) => {
   const stack = await startStack({ upstream: 'uds', profile: 'tuned', workers: 2, set: ['tunekit_metrics=false'], appProgram: BARE_PROGRAM });
   t.after(() => stack.stop());
