@@ -259,6 +259,19 @@ async function measureCapacity(target, o, results) {
   return { reqPerSec: median(runs.map((r) => r.reqPerSec)), runs: runs.map((r) => r.reqPerSec), driver: runs[0].driver, stack: runs[0].scenario };
 }
 
+// Every stack as warm as the one the capacity was measured on: the same
+// saturation load, unrecorded, right before the ladder. Cold, V8's JIT and heap
+// sizing stalled the CPU-bound example 200-400 ms at a time through its first
+// 0.8x step (served p99 142 ms where the warm stack's was 14 ms).
+async function warmUp(targets, o) {
+  const warmS = CAPACITY_RUNS * o.capacityS;
+  for (const target of targets) {
+    o.progress.start(`warm-up ${target.name} (${o.driver}, saturation, ${warmS} s, unrecorded)`, warmS);
+    await measure(target, { mode: 'saturation', driver: o.driver, duration: warmS, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS });
+    o.progress.done();
+  }
+}
+
 // Run the overload bench. `o`: { multiples, stepS, recoveryS, capacity
 // (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
 // workers, app, set, varsFiles, driver, progress, protect, latencyBudgetMs, burst }.
@@ -292,6 +305,7 @@ async function runOverload(o) {
     }
     const protectedSet = {};
     for (const name of names) if (defs[name].setFor) protectedSet[name] = await start(name, capacity);
+    await warmUp(names.filter((name) => !(capacityRun && name === 'kit')).map(targetOf), o);
     const phases = o.burst ? burstSteps(capacity, o.stepS, o.recoveryS) : ladder(capacity, o.multiples, o.stepS, o.recoveryS);
     const samplers = Object.fromEntries(names.map((name) => [name, queueSampler(started[name])]));
     const per = Object.fromEntries(names.map((name) => [name, { steps: [], last: null }]));
