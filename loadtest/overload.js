@@ -260,9 +260,8 @@ async function measureCapacity(target, o, results) {
 }
 
 // Every stack as warm as the one the capacity was measured on: the same
-// saturation load, unrecorded, right before the ladder. Cold, V8's JIT and heap
-// sizing stalled the CPU-bound example 200-400 ms at a time through its first
-// 0.8x step (served p99 142 ms where the warm stack's was 14 ms).
+// saturation load, unrecorded, right before the ladder. Started cold, stock's p99
+// at 0.8x was 289-538 ms for its first 7 s (227 ms over the step, 33 ms warm).
 async function warmUp(targets, o) {
   const warmS = CAPACITY_RUNS * o.capacityS;
   for (const target of targets) {
