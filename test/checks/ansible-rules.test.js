@@ -84,11 +84,12 @@ test('the app unit\'s sandbox: the role refuses an app in a home, under /tmp, or
 });
 
 test('the latency budget under Ansible: the role derives the bound from it, and refuses with render\'s lines', async (t) => {
-  // a quarter of 2,000 req/s x 9 s is 4,500 requests: deeper than the kit's accept queue, refused by overload-bound;
+  // a quarter of 2,000 req/s x 9 s is 4,500 requests: deeper than the kit's accept queue, refused by overload-bound
+  // (worker_connections raised so that one nginx worker holds them, else overload-connections refuses it too);
   // 100 req/s x 1 s is 100 requests, and with the bound taken off by hand the accept queue of 4,096 holds 41 s of them;
   // a rate nginx cannot read. Each alone breaks one rule; the role prints render's line for it.
   const cases = [
-    [{ tunekit_latency_budget_ms: 9000, tunekit_app_capacity_rps: 2000 }, /^tunekit_nginx_upstream_max_conns=4500 is more than the app's accept queue \(tunekit_app_backlog=4096\)/],
+    [{ tunekit_latency_budget_ms: 9000, tunekit_app_capacity_rps: 2000, tunekit_nginx_worker_connections: 9608 }, /^tunekit_nginx_upstream_max_conns=4500 is more than the app's accept queue \(tunekit_app_backlog=4096\)/],
     [{ tunekit_latency_budget_ms: 1000, tunekit_app_capacity_rps: 100, tunekit_nginx_upstream_max_conns: 0 }, /the last of a full queue would wait 41 s/],
     [{ tunekit_nginx_limit_req_rate: '10' }, /is not an nginx rate/],
   ];

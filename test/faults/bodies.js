@@ -136,11 +136,22 @@ function assertWhole(c, label) {
 /**
  * nginx's error-log lines (text) apart from the one a body above
  * client_body_buffer_size writes at warn (it goes to a temp file: not a fault).
+ * retriedGets: "upstream prematurely closed connection while reading response
+ * header" for a GET. A worker that drains closes its idle pooled connections; when
+ * nginx sends a request on one as it closes, the request crosses the close
+ * (RFC 9112 section 9.3.1) and nginx sends it again on another connection
+ * (proxy_next_upstream error): the client gets its answer, nginx logs the line.
+ * A POST is not sent again: it would fail, and the load counts it.
  */
 function errorLines(text) {
   const lines = text.split('\n').filter(Boolean);
   const isBuffered = (l) => /a client request body is buffered to a temporary file/.test(l);
-  return { buffered: lines.filter(isBuffered).length, other: lines.filter((l) => !isBuffered(l)) };
+  const isRetriedGet = (l) => /upstream prematurely closed connection while reading response header from upstream, .*request: "GET /.test(l);
+  return {
+    buffered: lines.filter(isBuffered).length,
+    retriedGets: lines.filter(isRetriedGet).length,
+    other: lines.filter((l) => !isBuffered(l) && !isRetriedGet(l)),
+  };
 }
 
 /** summary()'s figures for the reliability table (docs/reliability.md). */

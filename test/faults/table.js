@@ -217,7 +217,7 @@ function restartBodiesRow(key, f) {
     f.getRetried + f.postRetried > 0
       ? 'a reset, before any byte of an answer, of a request sent on a keep-alive connection nginx\'s old worker just closed (a POST too); never a 5xx, never a wrong body'
       : 'nothing: every request answered 200, every POST body whole; no reset, so no retry',
-    `at ${f.errorLogLevel}: nothing about the restarts (${f.errorLogOther} lines); ${f.errorLogBuffered} "a client request body is buffered to a temporary file" lines for bodies above client_body_buffer_size`,
+    `at ${f.errorLogLevel}: nothing about the restarts (${f.errorLogOther} lines)${f.errorLogRetriedGets ? `, but ${f.errorLogRetriedGets} "upstream prematurely closed connection" for a GET nginx sent on a connection a draining worker was closing, then sent again (the client got its answer)` : ''}; ${f.errorLogBuffered} "a client request body is buffered to a temporary file" lines for bodies above client_body_buffer_size`,
     f.doctorFails.length ? `fail: ${f.doctorFails.join(', ')}` : 'no fail: the stack is healthy after',
     RESTART_MITIGATION[key],
     [
