@@ -17,6 +17,14 @@ const { runCommand } = require('../lib/util');
 
 const ROOT = path.resolve(__dirname, '../..');
 
+/** A temp dir removed after the test, its bench.json path, and `tunekit bench ARGS` run in it. */
+function benchDir(t, prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  return { dir, json: path.join(dir, 'bench.json'), bench };
+}
+
 
 test('bench: interleaved rounds of every scenario, ratios, reports, nothing left running', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-'));
@@ -111,12 +119,9 @@ test('bench: interleaved rounds of every scenario, ratios, reports, nothing left
 });
 
 test('bench --try FILE: the file\'s values (a tune result) in the same rounds as the kit\'s, try/uds per round; refused without a file', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-try-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const { dir, json, bench } = benchDir(t, 'lt-bench-try-');
   const vars = path.join(dir, 'tune.yml');
   fs.writeFileSync(vars, 'tunekit_app_workers: 1\ntunekit_upstream_kind: tcp\n');
-  const json = path.join(dir, 'bench.json');
-  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
   const r = await bench(['--scenarios', 'uds', '--try', vars, '--duration', '1', '--rounds', '2', '--connections', '8', '--driver', 'autocannon',
     '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json, '--md', path.join(dir, 'b.md'), '--html', path.join(dir, 'b.html')]);
   assert.equal(r.code, 0, r.stderr);
@@ -147,10 +152,7 @@ test('bench --try FILE: the file\'s values (a tune result) in the same rounds as
 });
 
 test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until the width or the cap, which one said; refused where it does not belong', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-aa-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const json = path.join(dir, 'bench.json');
-  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  const { dir, json, bench } = benchDir(t, 'lt-bench-aa-');
   // A width no two stacks reach (±0.001%) and a budget far beyond three short rounds:
   // the round cap is the one way this run can end.
   const r = await bench(['--scenarios', 'uds', '--aa', '--rounds', 'auto', '--width', '0.001', '--max-rounds', '3', '--budget-s', '3600',
@@ -180,10 +182,7 @@ test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until th
 });
 
 test('bench --restart: every round on fresh stacks (new nginx and app processes), none left after; refused by --overload', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lt-bench-restart-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const json = path.join(dir, 'bench.json');
-  const bench = (args) => runCommand(process.execPath, [path.join(ROOT, 'bin/tunekit.js'), 'bench', ...args], { cwd: dir, timeoutMs: 300000 });
+  const { json, bench } = benchDir(t, 'lt-bench-restart-');
   const r = await bench(['--scenarios', 'uds,bare', '--rounds', '3', '--restart', '--duration', '1', '--connections', '8', '--driver', 'autocannon',
     '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json]);
   assert.equal(r.code, 0, r.stderr);
