@@ -103,7 +103,7 @@ const BENCH = {
   'max-connections': { type: 'string', value: 'N', conv: positiveInt, dflt: '2000', help: 'with --overload: the most connections the open-loop generator opens (within its open-files limit)' },
   protect: { type: 'string', value: 'MODE', conv: oneOf(PROTECT_MODES), dflt: 'both', help: 'with --overload: the protected stack\'s protection, derived from --latency-budget and the capacity: both (max_conns and the runner\'s queue budget), bound (max_conns alone) or budget (the queue budget alone)' },
   'latency-budget': { type: 'string', value: 'MS', conv: positiveInt, dflt: String(DEFAULT_LATENCY_BUDGET_MS), help: 'with --overload: the protected stack\'s tunekit_latency_budget_ms (its bound: a quarter of the budget\'s worth, capacity x MS/1000 / 4; its queue budget: MS)' },
-  'own-core': { type: 'boolean', help: 'with --overload: the load generator alone on CPU 0, every stack on the other CPUs (taskset), so that past capacity the generator\'s own CPU does not come out of the server\'s (2 or more CPUs; the capacity is measured the same way)' },
+  'own-core': { type: 'boolean', help: 'the load generator alone on CPU 0, every stack on the other CPUs (taskset): with --overload, past capacity the generator\'s own CPU does not come out of the server\'s (the capacity is measured the same way); in the A/B rounds, the generator and the server no longer take turns on the same cores (2 or more CPUs)' },
   burst: { type: 'boolean', help: `with --overload: a burst instead of the ladder: 0.5× for --step, ${BURST_MULTIPLE}× for ${BURST_S} s, 0.5× for --recovery, one run per stack` },
   http2: { type: 'boolean', help: 'with --https: an HTTP/2 run too (h2load)' },
   json: { ...COMMON.json, dflt: 'loadtest/results/bench.json' },

@@ -17,6 +17,7 @@
 // that writes it (the kit's example app) has: no pid in the answers, no count.
 
 const cpu = require('./cpu');
+const { allowedCpus } = require('./pin');
 const errorlog = require('./errorlog');
 const H = require('./histogram');
 const { assess } = require('./workershare');
@@ -218,9 +219,18 @@ function resultWarnings(result, o) {
   return w;
 }
 
+// Where the run's processes may run (their CPU affinity lists at its start, as
+// /proc/PID/status says): the server's distinct lists, and this process's, which
+// the drivers it starts inherit. `bench --own-core` and `--pin` show here.
+function cpusAllowed(pids) {
+  const lists = allPids(pids).map(allowedCpus).filter((x) => x !== null);
+  return { server: pids ? [...new Set(lists)].sort() : null, generator: allowedCpus(process.pid) };
+}
+
 // The run itself with what is read around it from /proc: CPU, the machine, the error log.
 async function accounted(target, o) {
   const pidsBefore = target.pids ? target.pids() : null;
+  const cpus = cpusAllowed(pidsBefore);
   const before = cpu.snapshot(allPids(pidsBefore));
   const sched0 = cpu.schedSnapshot(allPids(pidsBefore));
   const mark = errorlog.mark(target.errorLogPath);
@@ -236,7 +246,7 @@ async function accounted(target, o) {
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);
   const sched = cpu.schedDelta(sched0, cpu.schedSnapshot(seen));
-  return { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1 };
+  return { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1, cpus };
 }
 
 // Run one measurement. `o`: { mode: 'saturation'|'paced'|'rate', driver,
@@ -247,11 +257,12 @@ async function measure(target, o) {
   const { value: run, counts, error: meterError } = meterUrl
     ? await aroundRun(meterUrl, () => accounted(target, { ...o, workerShare: false }))
     : { value: await accounted(target, { ...o, workerShare: true }), counts: null, error: null };
-  const { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1 } = run;
+  const { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1, cpus } = run;
   const server = serverCpu(pidsBefore, pidsAfter, before, after, d);
   if (server) server.sched = schedPerRequest(sched, server, d);
+  if (server) server.cpus = cpus.server;
 
-  const gen = { ...d.generator };
+  const gen = { ...d.generator, cpus: cpus.generator };
   gen.machineShare = gen.cpuUs / 1e6 / d.elapsedS / cpu.cores();
   // Everything else that ran meanwhile: other tenants of a shared machine.
   const machine = machineLoad(machine0, machine1, gen, server, d);

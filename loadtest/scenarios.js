@@ -17,7 +17,8 @@ const { spread, ratio, roundOrder } = require('./stats');
 const { interval, autoStop } = require('./interval');
 const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
-const { pinStack } = require('./pin');
+const { pinStack, ownCoreSplit, placeOn, placeStack } = require('./pin');
+const cpu = require('./cpu');
 
 // The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
 const BARE_PROGRAM = path.join(__dirname, 'bare-cluster.js');
@@ -244,6 +245,7 @@ async function startStacks(o, stacks, pinned, cleanups) {
     cleanups.push(() => started.stop());
     stacks[name] = started;
     if (o.pin) pinned[name] = pinStack(started.pids());
+    if (o.split) placeStack(started, o.split.stacks);
   }
 }
 
@@ -304,8 +306,14 @@ async function runBench(o) {
   const results = [];
   const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
   let up = null;
+  if (o.ownCore) {
+    o = { ...o, split: ownCoreSplit(cpu.cores()) };
+    if (!o.split) throw new Error(`--own-core needs 2 or more CPUs (one for the generator, the rest for the stacks); this process may use ${cpu.cores()}`);
+  }
   try {
     up = await startAll(o, pinned, base);
+    // The generator from here on: this process, and what it starts (wrk, the pacer's clock).
+    if (o.split) placeOn([process.pid], o.split.generator);
     const roundsT0 = Date.now();
     for (let round = 0; auto || round < o.rounds; round++) {
       if (auto) {
@@ -340,6 +348,7 @@ async function runBench(o) {
   return {
     results, rounds, summary: summarise(results, o.scenarios), ratios: ratios(results, o.scenarios),
     ...(o.pin && { pinned }),
+    ...(o.split && { placement: o.split }),
     auto: stopped && { ...stopped, width: auto.width, budgetS: auto.budgetS, maxRounds: auto.maxRounds },
   };
 }

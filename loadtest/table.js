@@ -184,6 +184,7 @@ function benchText(doc) {
   return [
     `tunekit bench${tls ? ' --https' : ''} — ${h.cores} cores, Linux ${h.kernel}, nginx ${h.nginx || '?'}, Node ${h.node}; ` +
       `${roundsText(o)} × ${o.duration} s${tls ? '' : `, ${o.connections} connections, driver ${o.driver}`}`,
+    ...(o.placement ? [`--own-core: the generator on CPU ${o.placement.generator}, every stack on CPU ${o.placement.stacks} (taskset)`] : []),
     ...headlines(doc),
     '',
     'median (min–max) over rounds',

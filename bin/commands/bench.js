@@ -24,11 +24,12 @@ async function main(argv) {
   const autoOnly = ['width', 'budget-s', 'max-rounds'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.rounds !== 'auto' && autoOnly.length) throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto: add it`);
   if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
-  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
   if (o.overload && (o.https || o.try || o.aa || o.pin || o.restart)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart');
+  if (o.pin && o.ownCore) throw new UsageError('--pin and --own-core place the same workers two ways: give one of them');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
-  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin', 'restart'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin', 'restart', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
     throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
   }
@@ -53,7 +54,7 @@ async function main(argv) {
   if (o.aa) for (const s of ['uds', 'aa']) if (!o.scenarios.includes(s)) o.scenarios.push(s);
   if (o.scenarios.includes('aa') && !o.scenarios.includes('uds')) throw new UsageError('the scenario aa is measured against uds: add uds to --scenarios (or use --aa)');
   const started = Date.now();
-  const { results, rounds, summary, ratios, auto, pinned } = await runBench(o);
+  const { results, rounds, summary, ratios, auto, pinned, placement } = await runBench(o);
   const doc = report.document('bench', {
     command: `tunekit bench ${argv.join(' ')}`.trim(),
     options: {
@@ -64,6 +65,7 @@ async function main(argv) {
       ...(o.try && { try: o.try }),
       ...(o.restart && { restart: true }),
       ...(pinned && { pinned }),
+      ...(placement && { placement }),
       wallSeconds: Math.round((Date.now() - started) / 1000),
     },
     results,

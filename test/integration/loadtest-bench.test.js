@@ -206,6 +206,31 @@ test('bench --restart: every round on fresh stacks (new nginx and app processes)
   assert.equal(over.stderr, 'tunekit: bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart\n');
 });
 
+test('bench --own-core: every run\'s server on the stacks\' CPUs, the generator on CPU 0, each round; refused beside --pin and --https', { skip: require('../../loadtest/cpu').cores() < 2 && 'needs 2 CPUs' }, async (t) => {
+  const { ownCoreSplit } = require('../../loadtest/pin');
+  const split = ownCoreSplit(require('../../loadtest/cpu').cores());
+  const { json, bench } = benchDir(t, 'lt-bench-own-core-');
+  const r = await bench(['--scenarios', 'uds,bare', '--rounds', '2', '--own-core', '--duration', '1', '--connections', '8', '--driver', 'autocannon',
+    '--procs', '1', '--cpu-rate', '200', '--cpu-duration', '1', '--warmup', '0', '--no-progress', '--json', json]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, new RegExp(`--own-core: the generator on CPU 0, every stack on CPU ${split.stacks}`));
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.deepEqual(doc.options.placement, split);
+  assert.equal(doc.results.length, 2 * 2 * 2, 'both scenarios, saturation and paced, both rounds');
+  for (const x of doc.results) {
+    // nginx's master and workers, the runner's primary, workers and spare (bare's
+    // primary and workers): every one on the stacks' CPUs, none left on CPU 0.
+    assert.deepEqual(x.server.cpus, [split.stacks], `${x.scenario} round ${x.round} ${x.mode}: ${x.server.cpus}`);
+    assert.equal(x.generator.cpus, split.generator, `${x.scenario} round ${x.round} ${x.mode}: the generator`);
+  }
+  const both = await bench(['--own-core', '--pin']);
+  assert.equal(both.code, 2);
+  assert.equal(both.stderr, 'tunekit: --pin and --own-core place the same workers two ways: give one of them\n');
+  const tls = await bench(['--https', '--own-core']);
+  assert.equal(tls.code, 2);
+  assert.match(tls.stderr, /bench --https runs its own fronts and clients; drop --own-core/);
+});
+
 test('the bare cluster: the example app through the tuned nginx on its socket, stopped by pid, socket removed', async (t) => {
   const stack = await startStack({ upstream: 'uds', profile: 'tuned', workers: 2, set: ['tunekit_metrics=false'], appProgram: BARE_PROGRAM });
   t.after(() => stack.stop());
