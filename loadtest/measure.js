@@ -259,8 +259,10 @@ async function measure(target, o) {
     : { value: await accounted(target, { ...o, workerShare: true }), counts: null, error: null };
   const { d, pidsBefore, pidsAfter, before, after, sched, mark, startedAt, machine0, machine1, cpus } = run;
   const server = serverCpu(pidsBefore, pidsAfter, before, after, d);
-  if (server) server.sched = schedPerRequest(sched, server, d);
-  if (server) server.cpus = cpus.server;
+  if (server) {
+    server.sched = schedPerRequest(sched, server, d);
+    server.cpus = cpus.server;
+  }
 
   const gen = { ...d.generator, cpus: cpus.generator };
   gen.machineShare = gen.cpuUs / 1e6 / d.elapsedS / cpu.cores();

@@ -29,7 +29,7 @@ const { SCENARIOS } = require('./scenarios');
 const { median, roundOrder } = require('./stats');
 const status = require('../lib/status');
 const cpu = require('./cpu');
-const { ownCoreSplit, placeOn, placeStack } = require('./pin');
+const { ownCoreOrThrow, placeOn, placeStack } = require('./pin');
 
 // The kit with its overload protection on, by the kit's own recipe
 // (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
@@ -281,8 +281,7 @@ async function runOverload(o) {
   const names = Object.keys(defs);
   const started = {};
   const results = [];
-  const split = o.ownCore ? ownCoreSplit(cpu.cores()) : null;
-  if (o.ownCore && !split) throw new Error(`--own-core needs 2 or more CPUs (one for the generator, the rest for the stacks); this process may use ${cpu.cores()}`);
+  const split = o.ownCore ? ownCoreOrThrow(cpu.cores()) : null;
   const start = async (name, capacity) => {
     const { stack, describe, setFor } = defs[name];
     progress.note(`bench --overload: starting the ${name} stack (${describe})`);

@@ -69,6 +69,13 @@ function ownCoreSplit(n) {
   return { generator: '0', stacks: n === 2 ? '1' : `1-${n - 1}` };
 }
 
+/** The split for `--own-core` on this machine; throws naming the need when it has under 2 CPUs. */
+function ownCoreOrThrow(n) {
+  const split = ownCoreSplit(n);
+  if (!split) throw new Error(`--own-core needs 2 or more CPUs (one for the generator, the rest for the stacks); this process may use ${n}`);
+  return split;
+}
+
 /** Every thread of each pid onto the CPU list `cpus` (taskset's -c syntax); throws naming the pid and the fix. */
 function placeOn(pids, cpus, { run = spawnSync } = {}) {
   for (const pid of pids) {
@@ -100,4 +107,4 @@ function placeStack(stack, cpus, opts) {
   return [...done];
 }
 
-module.exports = { pinStack, cpuFor, allowedCpus, ownCoreSplit, placeOn, placeStack };
+module.exports = { pinStack, cpuFor, allowedCpus, ownCoreSplit, ownCoreOrThrow, placeOn, placeStack };

@@ -17,7 +17,7 @@ const { spread, ratio, roundOrder } = require('./stats');
 const { interval, autoStop } = require('./interval');
 const path = require('node:path');
 const { nginxTarget, directTarget, staticTarget, loadStack } = require('./targets');
-const { pinStack, ownCoreSplit, placeOn, placeStack } = require('./pin');
+const { pinStack, ownCoreOrThrow, placeOn, placeStack } = require('./pin');
 const cpu = require('./cpu');
 
 // The bare ceiling's program (started in place of the runner; loadtest/bare-cluster.js).
@@ -306,10 +306,7 @@ async function runBench(o) {
   const results = [];
   const base = { driver: o.driver, connections: o.connections, procs: o.procs, timeoutS: o.timeoutS, onProgress: (n, rate) => progress.update(n, rate) };
   let up = null;
-  if (o.ownCore) {
-    o = { ...o, split: ownCoreSplit(cpu.cores()) };
-    if (!o.split) throw new Error(`--own-core needs 2 or more CPUs (one for the generator, the rest for the stacks); this process may use ${cpu.cores()}`);
-  }
+  if (o.ownCore) o = { ...o, split: ownCoreOrThrow(cpu.cores()) };
   try {
     up = await startAll(o, pinned, base);
     // The generator from here on: this process, and what it starts (wrk, the pacer's clock).
