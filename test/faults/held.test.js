@@ -68,6 +68,14 @@ function client(port, urlPath, { read = true } = {}) {
     const s = net.connect(port, '127.0.0.1');
     s.setTimeout(CLIENT_TIMEOUT_MS, () => s.destroy(new Error('timed out')));
     s.on('error', reject);
+    // nginx out of connections closes an accepted one at once: a FIN when the
+    // request was not yet read (no error event), a reset when it was. Either way
+    // the client has its end, and no later event would settle it.
+    s.on('close', () => {
+      const err = new Error('closed before an answer');
+      err.code = 'EOF';
+      reject(err);
+    });
     s.on('connect', () => {
       s.write(`GET ${urlPath} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
       if (!read) {
