@@ -10,6 +10,10 @@
 // from the deepest directory that exists and stops at the first failure, naming it.
 //
 // writeTree: several files written all or nothing (below).
+//
+// readYaml: a YAML file's text and document, parsed once per process while the
+// file's text stays the same (the definition, the rule table: read again for every set of
+// values resolved; parsing them was most of a `tune` candidate's rule check).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -261,4 +265,23 @@ function merge(tree, root, entries, replaced) {
   }
 }
 
-module.exports = { makeDirs, reason, writeTree };
+const PARSED = new Map();
+
+/**
+ * A YAML file read and parsed; the parse kept while the file's text stays the same
+ * (read every time: a read is cheap, a parse is not, and a file rewritten within the
+ * same mtime tick is still seen).
+ * Throws what fs.readFileSync and YAML.parse throw (the caller words it).
+ * @param {string} file
+ * @returns {{text: string, doc: any}} doc: a copy of its own, the caller may change it
+ */
+function readYaml(file) {
+  const text = fs.readFileSync(file, 'utf8');
+  const kept = PARSED.get(file);
+  if (kept && kept.text === text) return { text, doc: structuredClone(kept.doc) };
+  const doc = require('yaml').parse(text);
+  PARSED.set(file, { text, doc });
+  return { text, doc: structuredClone(doc) };
+}
+
+module.exports = { makeDirs, reason, writeTree, readYaml };

@@ -96,7 +96,21 @@ function jinjaDirname(value) {
   return /^\/+$/.test(head) ? head : head.replace(/\/+$/, '');
 }
 
+// One environment per search path list, made once: every caller configures it the
+// same way and none changes it, and its string templates compile once. The rule
+// table, the defaults' expressions and the apps' values are rendered again for every
+// set of values resolved (tune checks hundreds; compiling was most of each check).
+// Template files are still read afresh each time (the loader's noCache).
+const ENVS = new Map();
+const COMPILED_MAX = 5000;
+
 function createEnv(searchPaths = [ROOT]) {
+  const key = searchPaths.join('\0');
+  if (!ENVS.has(key)) ENVS.set(key, makeEnv(searchPaths));
+  return ENVS.get(key);
+}
+
+function makeEnv(searchPaths) {
   const loader = new nunjucks.FileSystemLoader(searchPaths, { noCache: true });
   const env = new nunjucks.Environment(loader, {
     autoescape: false,
@@ -110,6 +124,19 @@ function createEnv(searchPaths = [ROOT]) {
   env.addFilter('dirname', jinjaDirname);
   env.addTest('version', jinjaVersionTest);
   env.addTest('match', jinjaMatchTest);
+  // renderString as nunjucks has it (a Template of the string, rendered), with the
+  // compiled template kept; a process that renders unbounded distinct strings
+  // starts the cache over rather than grow it.
+  const compiled = new Map();
+  env.renderString = (src, ctx) => {
+    let tmpl = compiled.get(src);
+    if (!tmpl) {
+      if (compiled.size >= COMPILED_MAX) compiled.clear();
+      tmpl = new nunjucks.Template(src, env);
+      compiled.set(src, tmpl);
+    }
+    return tmpl.render(ctx);
+  };
   return env;
 }
 

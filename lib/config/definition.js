@@ -24,6 +24,7 @@ const path = require('node:path');
 const YAML = require('yaml');
 const { ROOT } = require('../template');
 const live = require('./live');
+const { readYaml } = require('../files');
 
 const DEFAULTS_DIR = path.join(ROOT, 'roles/tunekit/defaults/main');
 
@@ -50,8 +51,8 @@ function readDefinition(files = defaultFiles()) {
     let block = [];
     let shared = null;
     const rel = path.relative(ROOT, file);
-    const text = fs.readFileSync(file, 'utf8');
-    const values = YAML.parse(text) || {};
+    const { text, doc } = readYaml(file);
+    const values = doc || {};
     for (const line of text.split('\n')) {
       const comment = /^#\s?(.*)$/.exec(line);
       const entry = /^(tunekit_\w+):\s*(.*)$/.exec(line);

@@ -21,23 +21,18 @@ const types = require('./types');
 const rules = require('./rules');
 const apps = require('./apps');
 const { ConfigError } = require('../errors');
-const { reason } = require('../files');
+const { reason, readYaml } = require('../files');
 
 const { DEFAULTS_DIR, defaultFiles } = require('./definition');
 const APP_SETTINGS_TEMPLATE = 'app/settings.json.j2';
 
 function readYamlFile(file) {
-  let text;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`cannot read variables file ${file}: ${reason(err)}; give the path of a YAML file of tunekit_* values`);
-  }
   let doc;
   try {
-    doc = YAML.parse(text);
+    ({ doc } = readYaml(file));
   } catch (err) {
-    throw new ConfigError(`${file} is not valid YAML: ${err.message.split('\n')[0]}`);
+    if (err instanceof YAML.YAMLError) throw new ConfigError(`${file} is not valid YAML: ${err.message.split('\n')[0]}`);
+    throw new ConfigError(`cannot read variables file ${file}: ${reason(err)}; give the path of a YAML file of tunekit_* values`);
   }
   if (doc == null) return {};
   if (typeof doc !== 'object' || Array.isArray(doc)) {

@@ -6,11 +6,10 @@
 // (through config/index.js) and `tunekit doctor` (over the live values it maps
 // onto the same names) read this one table.
 
-const fs = require('node:fs');
 const path = require('node:path');
-const YAML = require('yaml');
 const { createEnv, ROOT } = require('../template');
 const { readDefinition } = require('./definition');
+const { readYaml } = require('../files');
 
 const RULES_FILE = 'roles/tunekit/vars/rules.yml';
 const CHECKS_TEMPLATE = 'roles/tunekit/templates/checks.j2';
@@ -22,7 +21,7 @@ const SCOPES = ['host'];
 
 /** The table, each rule checked for the fields the evaluators need. */
 function load(file = path.join(ROOT, RULES_FILE)) {
-  const rules = YAML.parse(fs.readFileSync(file, 'utf8')).tunekit_rules;
+  const rules = readYaml(file).doc.tunekit_rules;
   const seen = new Set();
   for (const r of rules) {
     const where = `${path.relative(ROOT, file)}: rule ${r.id || JSON.stringify(r)}`;

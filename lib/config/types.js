@@ -21,7 +21,7 @@
 //   map                               a YAML mapping
 //   url                               scheme://... or git@host:path
 
-const fs = require('node:fs');
+const { readYaml } = require('../files');
 
 const KINDS = ['int', 'port', 'size', 'duration', 'mode', 'enum', 'path', 'bool', 'string', 'name', 'version', 'list', 'map', 'url'];
 
@@ -142,12 +142,11 @@ function mismatch(value, type) {
  * A variable whose comment block has no Type line is an error of the definition.
  */
 function readTypes(files) {
-  const YAML = require('yaml');
   const out = {};
   for (const file of files) {
     let spec = null;
-    const text = fs.readFileSync(file, 'utf8');
-    const values = YAML.parse(text) || {};
+    const { text, doc } = readYaml(file);
+    const values = doc || {};
     for (const line of text.split('\n')) {
       const t = /^#\s*Type:\s*(.*)$/.exec(line);
       const entry = /^(tunekit_\w+):/.exec(line);

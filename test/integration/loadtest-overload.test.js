@@ -41,7 +41,7 @@ const PROTECTED = 'kit+bound+budget';
 
 test('bench --overload: stock, kit and kit+bound+budget through the ladder in turns, every request accounted for, reports written', async (t) => {
   // A given capacity: no saturation run, and rates the generator keeps on any machine.
-  const { doc, md, html } = await bench(t, ['--capacity', '100', '--multiples', '0.5,2', '--step', '2', '--recovery', '2', '--max-connections', '200']);
+  const { doc, md, html } = await bench(t, ['--capacity', '100', '--duration', '1', '--multiples', '0.5,2', '--step', '2', '--recovery', '2', '--max-connections', '200']);
   assert.equal(doc.kind, 'bench-overload');
   assert.equal(doc.overload.capacity, 100);
   assert.deepEqual(doc.overload.ladder.map((p) => [p.multiple, p.rate]), [[0.5, 50], [2, 200], [0.5, 50]]);
@@ -73,7 +73,7 @@ test('bench --overload --burst --own-core: 0.5x, 10x for 1 s, 0.5x in one run pe
   // --own-core refuses a machine of one CPU with its own line (loadtest/overload.js); this one has more.
   const cpus = os.availableParallelism();
   const ownCore = cpus >= 2 ? ['--own-core'] : [];
-  const { doc, md } = await bench(t, ['--burst', ...ownCore, '--capacity', '20', '--step', '2', '--recovery', '3', '--max-connections', '300']);
+  const { doc, md } = await bench(t, ['--burst', ...ownCore, '--capacity', '20', '--duration', '1', '--step', '2', '--recovery', '3', '--max-connections', '300']);
   if (ownCore.length) {
     // Each stack was placed by taskset and its CPUs read back (a mismatch stops the bench).
     assert.deepEqual(doc.overload.placement, { generator: '0', stacks: cpus === 2 ? '1' : `1-${cpus - 1}` });
