@@ -279,11 +279,12 @@ function stopper(dir, procs, detached) {
  * The runner on the rendered app.json (or `appProgram` in its place), its output
  * in files.appLog; resolves its ready event.
  */
-async function startApp(procs, files, { env, appProgram }) {
+async function startApp(procs, files, { env, appProgram, appWrapper }) {
   const appOut = fs.openSync(files.appLog, 'a');
   // Not recorded as a runner of its own: `demo --keep` records the whole stack.
-  const argv = appProgram ? [appProgram] : [CLI, 'run', '--no-record'];
-  procs.app = spawn(process.execPath, [...argv, '--config', procs.vars.tunekit_app_config_path], {
+  const argv = [process.execPath, ...(appProgram ? [appProgram] : [CLI, 'run', '--no-record']), '--config', procs.vars.tunekit_app_config_path];
+  const command = [...(appWrapper || []), ...argv];
+  procs.app = spawn(command[0], command.slice(1), {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', appOut, appOut],
@@ -324,6 +325,8 @@ async function startNginx(procs, files, url, ca) {
  *                                     `node FILE --config APP_JSON` (the rendered app.json); it
  *                                     prints the runner's "ready" line (listen, workers) and stops
  *                                     on SIGTERM (the bench's bare cluster, loadtest/bare-cluster.js)
+ * @param {string[]|null} [o.appWrapper] a command the app's `node ...` line is run under
+ *                                     (callgrind, for loadtest/runner-cost.js --instructions)
  * @param {boolean} [o.detached=false] let the stack outlive this process (demo --keep)
  * @param {function} [o.beforeStart]   test-only: called with the rendered values after the render,
  *                                     before anything starts: where a fault test changes the tree by
@@ -340,7 +343,7 @@ async function startNginx(procs, files, url, ca) {
 async function startStack(o = {}) {
   const {
     workers = null, profile = 'tuned', set = [], varsFiles = [], port = 0, tls = false, tlsKey = 'ec',
-    env = {}, detached = false, beforeStart = null, nginxUser = null, appProgram = null,
+    env = {}, detached = false, beforeStart = null, nginxUser = null, appProgram = null, appWrapper = null,
   } = o;
   const { hostVars, kind, nginxPort, tlsPort } = await stackVars({ ...o, workers, profile, set, varsFiles, port, tls });
   const account = nginxUser ? workerAccount(nginxUser) : null;
@@ -357,7 +360,7 @@ async function startStack(o = {}) {
     if (beforeStart) beforeStart(vars);
     armed();
 
-    const ready = await startApp(procs, files, { env, appProgram });
+    const ready = await startApp(procs, files, { env, appProgram, appWrapper });
     const url = tls ? `https://127.0.0.1:${tlsPort}/` : `http://127.0.0.1:${nginxPort}/`;
     // The throwaway CA the render made beside the leaf (lib/render.js, lib/tls.js).
     const ca = tls ? path.join(path.dirname(vars.tunekit_nginx_tls_certificate), 'ca.pem') : null;
