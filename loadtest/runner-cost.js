@@ -210,6 +210,9 @@ function sleeps(pids) {
   return n;
 }
 
+/** The sum of a {pid: count} map. */
+const sumOf = (byPid) => Object.values(byPid).reduce((a, b) => a + b, 0);
+
 /** --instructions: one run's instructions by pid (the timers are taken off at the end: netInstructions). */
 async function measureInstructions(stack, o) {
   const roles = appRoles(stack);
@@ -248,7 +251,7 @@ async function warmAll(stacks, o, say) {
     // A stack already warm takes its turn too (unrecorded), so that none sits idle.
     for (const s of Object.keys(stacks)) {
       const { out, byPid } = await counted(stacks[s], stacks[s].pids().app, () => send(stacks[s].url, o));
-      if (!done(s)) warm[s].push(Object.values(byPid).reduce((a, b) => a + b, 0) / out.requests.total);
+      if (!done(s)) warm[s].push(sumOf(byPid) / out.requests.total);
     }
   }
   for (const s of Object.keys(stacks)) say(`${s}: warm after ${warm[s].length} batches of ${o.requests} (instructions a request: ${warm[s].map((x) => Math.round(x)).join(', ')})`);
@@ -347,7 +350,7 @@ async function main(argv) {
         const busy = cpu.machineBusyCores(m0, cpu.machineSnapshot());
         rows.push({ round, scenario: s, ...r, machineBusyCores: busy });
         if (o.instructions) {
-          const total = Object.values(r.byPid).reduce((a, b) => a + b, 0);
+          const total = sumOf(r.byPid);
           say(`round ${round + 1} ${s.padEnd(12)} app ${Math.round(total / r.requests)} instructions/req (the timers not yet taken off); ${r.requests} req in ${r.seconds.toFixed(1)} s`);
           continue;
         }
@@ -358,7 +361,7 @@ async function main(argv) {
     if (o.instructions) {
       for (const s of o.scenarios) {
         const idle = await idleRates(stacks[s]);
-        say(`${s}: idle ${Math.round(Object.values(idle).reduce((a, b) => a + b, 0))} instructions a second (the timers)`);
+        say(`${s}: idle ${Math.round(sumOf(idle))} instructions a second (the timers)`);
         for (const r of rows.filter((x) => x.scenario === s)) Object.assign(r, netInstructions(r, idle));
       }
     }
