@@ -88,6 +88,10 @@ function connectOnce(p) {
  *                    none bound yet): expected, the path does not exist then;
  *   refused          ECONNREFUSED: a socket file nobody listens on, by the inode the
  *                    lstat found (`refusedOn`, inode -> count; null: none found);
+ *   full             EAGAIN: a socket that listens, its accept queue full (the
+ *                    loop's closed connections wait there until a worker accepts
+ *                    them; a loaded machine's worker can fall behind the loop), by
+ *                    inode as well (`fullOn`): not a refusal, and never the stale file;
  *   other            any other code, by code.
  * A socket file that the runner binds at the path before a worker listens on it is
  * what gets ECONNREFUSED; the runner publishes a socket only once it listens, so
@@ -106,12 +110,18 @@ async function connectLoop(p, done, { maxAttempts = 200_000, withinMs = 30_000, 
     else if (result === 'ECONNREFUSED') {
       tally.refused += 1;
       tally.refusedOn.set(ino, (tally.refusedOn.get(ino) || 0) + 1);
+    } else if (result === 'EAGAIN') {
+      tally.full += 1;
+      tally.fullOn.set(ino, (tally.fullOn.get(ino) || 0) + 1);
     } else tally.other[result] = (tally.other[result] || 0) + 1;
   }
   return tally;
 }
 
-const newTally = () => ({ attempts: 0, ok: 0, absent: 0, refused: 0, refusedOn: new Map(), other: {} });
+const newTally = () => ({ attempts: 0, ok: 0, absent: 0, refused: 0, refusedOn: new Map(), full: 0, fullOn: new Map(), other: {} });
+
+/** A tally as one line of JSON (its maps as objects), for the test's diagnostics. */
+const tallyText = (tally) => JSON.stringify({ ...tally, refusedOn: Object.fromEntries(tally.refusedOn), fullOn: Object.fromEntries(tally.fullOn) });
 
 /** `done` for connectLoop: the runner logged `event`, and `n` connects were accepted after it. */
 function acceptedAfter(r, event, n = 200) {
@@ -270,7 +280,7 @@ for (const spare of [1, 0]) {
     await until('the loop to be accepted a few times', () => tally.ok >= 20, 30_000, 5);
     fs.unlinkSync(sock);
     await seen;
-    t.diagnostic(JSON.stringify({ ...tally, refusedOn: Object.fromEntries(tally.refusedOn) }));
+    t.diagnostic(tallyText(tally));
     assert.ok(r.events.some((e) => e.event === 'socket-rebound'), 'the path was bound again while the loop ran');
     assert.equal(tally.refused, 0, `no connect() refused: ${JSON.stringify(Object.fromEntries(tally.refusedOn))}`);
     assert.deepEqual(tally.other, {}, 'no other error');
@@ -290,10 +300,11 @@ test('a client connecting in a tight loop while the runner starts over a stale s
   const stale = fs.lstatSync(sock).ino;
   const r = h.start(t, { args: ['--listen', `unix:${sock}`, '--workers', '2', '--socket-group', group.name] });
   const tally = await connectLoop(sock, acceptedAfter(r, 'ready'));
-  t.diagnostic(JSON.stringify({ ...tally, refusedOn: Object.fromEntries(tally.refusedOn) }));
+  t.diagnostic(tallyText(tally));
   assert.ok(r.events.some((e) => e.event === 'stale-socket-removed'), 'the stale file was replaced');
   assert.equal(tally.absent, 0, 'the stale file was replaced in one step: no moment without a file at the path');
   assert.deepEqual([...tally.refusedOn.keys()].filter((ino) => ino !== stale), [], 'refused only by the stale file');
+  assert.ok(!tally.fullOn.has(stale) && !tally.fullOn.has(null), `a full accept queue only on the runner's socket: ${tallyText(tally)}`);
   assert.deepEqual(tally.other, {});
   assert.ok(tally.ok >= 200);
 });
