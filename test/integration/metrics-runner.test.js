@@ -2,7 +2,9 @@
 // The runner's metrics endpoint with real runner processes: an address that is
 // taken, a port out of range or a socket path too long is refused by name before
 // anything starts (no app socket, no worker); the primary's endpoint carries every
-// worker's series and its own counters through a kill -9 and a SIGHUP.
+// worker's series and its own counters through a kill -9 and a SIGHUP; requests
+// pipelined on one keep-alive connection are counted once each, by their own status
+// and as new or reused, while that connection stays open.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -144,4 +146,54 @@ test('a warm spare samples no event-loop delay until it serves; promoted, it doe
     const x = samples((await scrape(url)).body, '1');
     return x && x.pid === spareReady.worker_pid && x.count > 0;
   });
+});
+
+/** Sum of tunekit_app_requests_total over the workers, by "class|connection". */
+function requestsIn(body) {
+  const out = {};
+  for (const m of body.matchAll(/^tunekit_app_requests_total\{[^}]*class="([^"]+)",connection="([^"]+)"\} (\d+)$/gm)) {
+    const key = `${m[1]}|${m[2]}`;
+    out[key] = (out[key] || 0) + Number(m[3]);
+  }
+  for (const k of Object.keys(out)) if (!out[k]) delete out[k];
+  return out;
+}
+
+test('one keep-alive connection, its requests pipelined: each response counted once, by its own status, while the connection is still open', async (t) => {
+  const dir = h.tmpDir(t);
+  const sock = path.join(dir, 'app.sock');
+  const url = `http://127.0.0.1:${await freePort()}/metrics`;
+  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
+  await r.ready();
+  // One write, three requests: the first answers after 200 ms, so the next two come
+  // while it is still being written (Node answers them in order after it); the
+  // second is refused by the example app (400).
+  const c = net.connect(sock);
+  t.after(() => c.destroy());
+  let text = '';
+  c.setEncoding('utf8');
+  c.on('data', (d) => { text += d; });
+  await new Promise((resolve) => c.once('connect', resolve));
+  const get = (p) => `GET ${p} HTTP/1.1\r\nHost: app\r\n\r\n`;
+  // Each response's status line (a body ends right before the next one's).
+  const statuses = () => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
+  c.write(get('/?delay_ms=200') + get('/?delay_ms=x') + get('/'));
+  await until('three responses on the connection', () => statuses().length === 3, 10_000, 20);
+  assert.deepEqual(statuses(), ['200', '400', '200'], 'answered in order');
+  // The connection stays open and idle: its last response is counted all the same.
+  const m = await until('the three responses counted', async () => {
+    const x = await scrape(url);
+    const counted = requestsIn(x.body);
+    return Object.values(counted).reduce((a, b) => a + b, 0) >= 3 ? counted : null;
+  }, 10_000, 50);
+  assert.deepEqual(m, { '2xx|new': 1, '4xx|reused': 1, '2xx|reused': 1 });
+  assert.equal(c.destroyed, false, 'the connection was never closed');
+  // Another request on it: one more, reused; none counted twice.
+  c.write(get('/'));
+  await until('a fourth response', () => statuses().length === 4, 10_000, 20);
+  const after = await until('the fourth counted', async () => {
+    const counted = requestsIn((await scrape(url)).body);
+    return counted['2xx|reused'] === 2 ? counted : null;
+  }, 10_000, 50);
+  assert.deepEqual(after, { '2xx|new': 1, '4xx|reused': 1, '2xx|reused': 2 });
 });
