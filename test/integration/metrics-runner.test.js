@@ -23,6 +23,14 @@ function runArgs(sock, metricsListen, extra = []) {
     '--set', 'tunekit_metrics=true', '--set', `tunekit_metrics_listen=${metricsListen}`, ...extra];
 }
 
+/** A runner of 2 workers on DIR/app.sock with metrics on a free port, ready. */
+async function startWithMetrics(t) {
+  const sock = path.join(h.tmpDir(t), 'app.sock');
+  const url = `http://127.0.0.1:${await freePort()}/metrics`;
+  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
+  return { sock, url, r, ready: await r.ready() };
+}
+
 function scrape(url) {
   return new Promise((resolve, reject) => {
     http.get(url, { timeout: 10000 }, (res) => {
@@ -87,11 +95,7 @@ test('a port out of range, a socket path too long: refused before anything start
 });
 
 test('the primary serves every worker\'s series and its own counters: kill -9 is a crash restart, SIGHUP a rolling one', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const url = `http://127.0.0.1:${await freePort()}/metrics`;
-  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
-  const ready = await r.ready();
+  const { sock, url, r, ready } = await startWithMetrics(t);
   assert.equal(ready.metrics, `tcp:${new URL(url).host}`, 'the ready line names the endpoint');
   await h.requests(sock, 20, { concurrency: 4 });
 
@@ -123,11 +127,7 @@ test('the primary serves every worker\'s series and its own counters: kill -9 is
 });
 
 test('a warm spare samples no event-loop delay until it serves; promoted, it does', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const url = `http://127.0.0.1:${await freePort()}/metrics`;
-  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
-  await r.ready();
+  const { url, r } = await startWithMetrics(t);
   const spareReady = await r.waitFor('spare-ready', () => true);
   const samples = (body, worker) => {
     const m = new RegExp(`^tunekit_app_event_loop_delay_seconds_count\\{worker="${worker}",pid="(\\d+)"\\} (\\d+)$`, 'm').exec(body);
@@ -160,11 +160,7 @@ function requestsIn(body) {
 }
 
 test('one keep-alive connection, its requests pipelined: each response counted once, by its own status, while the connection is still open', async (t) => {
-  const dir = h.tmpDir(t);
-  const sock = path.join(dir, 'app.sock');
-  const url = `http://127.0.0.1:${await freePort()}/metrics`;
-  const r = h.start(t, { args: runArgs(sock, `tcp:${new URL(url).host}`) });
-  await r.ready();
+  const { sock, url } = await startWithMetrics(t);
   // One write, three requests: the first answers after 200 ms, so the next two come
   // while it is still being written (Node answers them in order after it); the
   // second is refused by the example app (400).
