@@ -78,8 +78,9 @@ function clientWarnings(mode, gen, extra) {
       w.push(`the target did not keep up with ${extra.targetRate} req/s: ${q.queued} requests found all ${q.connections} connections busy ` +
         `(queue up to ${q.max}); the wait is part of their latency. Past capacity, or raise --connections`);
     }
-    if (extra.achievedRate < extra.targetRate * 0.98) {
-      w.push(`the pacer sent ${Math.round(extra.achievedRate)} req/s, short of the ${extra.targetRate} asked: ` +
+    const asked = extra.plannedRate ?? extra.targetRate;
+    if (extra.achievedRate < asked * 0.98) {
+      w.push(`the pacer sent ${Math.round(extra.achievedRate)} req/s, short of the ${Math.round(asked)} asked: ` +
         (queued ? 'requests queued for a free connection' : 'the generator is short of CPU; lower --rate'));
     }
     if (extra.sendLagUs && extra.sendLagUs.p99 > PACER_LAG_LIMIT_US) {
@@ -281,6 +282,7 @@ async function measure(target, o) {
     durationS: d.elapsedS,
     connections: o.connections,
     targetRate: o.mode === 'saturation' ? null : o.rate,
+    ...(d.plannedRate != null && { plannedRate: d.plannedRate }),
     achievedRate: d.achievedRate != null ? d.achievedRate : null,
     reqPerSec: d.reqPerSec,
     requests: d.requests,

@@ -127,6 +127,8 @@ class PacedRun {
     // Open loop: a due request that finds every connection busy gets a new one
     // (open()), up to maxConnections; only past that cap does it wait.
     this.conns = [];
+    this.warmUntil = 0; // no warm request starts after this (Date.now() ms; warmUp)
+    this.warm = { sent: 0, answered: 0, failed: 0, givenUp: 0 };
     this.open = null;
     this.maxConnections = 0;
     this.opened = 0;
@@ -197,8 +199,13 @@ class PacedRun {
 
   onDone(c, job, res) {
     if (job.warm) {
-      if (--job.left > 0) c.send(job);
-      else this.release(c);
+      this.warm.answered++;
+      if (--job.left > 0 && Date.now() < this.warmUntil) {
+        this.warm.sent++;
+        c.send(job);
+      } else {
+        this.release(c);
+      }
       return;
     }
     const doneNs = process.hrtime.bigint();
@@ -231,7 +238,9 @@ class PacedRun {
   }
 
   onFail(c, job, err) {
-    if (!job.warm) {
+    if (job.warm) {
+      this.warm.failed++;
+    } else {
       this.counts.errors++;
       for (const slice of this.slicesOf(job)) slice.errors++;
       this.count((err && err.code) || (err && err.message) || 'error', job);
@@ -267,11 +276,26 @@ function startClock(run) {
 }
 
 // Open the connections and send a few unmeasured requests on each, so
-// neither side starts cold (JIT, connection set-up) inside the window.
-async function warmUp(run, conns, clockReady) {
-  const warmDeadline = Date.now() + 5000;
+// neither side starts cold (JIT, connection set-up) inside the window: up to
+// WARM_REQUESTS each, none started after WARM_MS. The window starts when every
+// warm request is answered: one still out then would hold the server while the
+// measured ones arrive (50 connections × 50 against an app of 100 req/s is 25 s
+// of work: measured requests of a 20 req/s run waited 600 ms behind it). One
+// still out after timeoutS more is given up with its connection, which reconnects.
+const WARM_MS = 2000;
+async function warmUp(run, conns, clockReady, timeoutS) {
+  run.warmUntil = Date.now() + WARM_MS;
   for (const c of conns) c.send({ warm: true, left: WARM_REQUESTS, intendedNs: 0n });
-  while (run.free.length < conns.length && Date.now() < warmDeadline) await sleep(5);
+  run.warm.sent += conns.length;
+  const giveUpAt = run.warmUntil + timeoutS * 1000;
+  while (run.free.length < conns.length && Date.now() < giveUpAt) await sleep(5);
+  for (const c of conns) {
+    if (c.job && c.job.warm) {
+      run.warm.givenUp++;
+      c.timeout();
+      run.release(c);
+    }
+  }
   if (clockReady) await Promise.race([clockReady, sleep(10000)]);
   if (run.clockError) throw new Error(`the pacer's clock thread failed: ${run.clockError.message}`);
 }
@@ -339,6 +363,8 @@ function pacedResult(run, { t0, cpu, rate, precise, connections, phases }) {
     generator: { processes: 1, cpuUs: cpu.user + cpu.system, perProcessCpuShare: [(cpu.user + cpu.system) / 1e6 / elapsedS], clock: precise ? 'thread' : 'timer' },
     elapsedS,
     targetRate: rate,
+    // What the timetable asked, on average: with phases (a ladder), not the first phase's rate.
+    plannedRate: phases.reduce((a, p) => a + p.rate * p.durationS, 0) / phases.reduce((a, p) => a + p.durationS, 0),
     achievedRate: counts.sent / sendWindowS,
     reqPerSec: counts.completed / elapsedS,
     requests: { sent: counts.sent, completed: counts.completed, ok: counts.ok, non2xx: counts.non2xx, errors: counts.errors, timeouts: counts.timeouts, kinds: run.kinds },
@@ -347,6 +373,8 @@ function pacedResult(run, { t0, cpu, rate, precise, connections, phases }) {
     sendLagUs: H.summarize(run.lag),
     // Requests that found every connection busy (and, open loop, the cap reached) and waited for one.
     queue: { queued: counts.queued, max: counts.maxQueue, connections, opened: run.opened, peak: run.conns.length },
+    // The unmeasured warm-up before t0 (warmUp): every one sent was answered, failed or given up by then.
+    warm: { ...run.warm },
     workers: run.workerShare ? { sampled: counts.sampled, byPid: run.byPid } : null,
     ...detail,
   };
@@ -387,7 +415,7 @@ async function runPaced({ url, socketPath = null, rate, duration, phases = null,
     // The clock thread boots during warm-up.
     const started = precise ? startClock(run) : null;
     clock = started && started.clock;
-    await warmUp(run, run.conns, started && started.ready);
+    await warmUp(run, run.conns, started && started.ready, timeoutS);
     const sweep = setInterval(() => run.sweep(timeoutNs), 100);
 
     const cpu0 = process.cpuUsage();

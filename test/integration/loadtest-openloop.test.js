@@ -47,3 +47,31 @@ test('a ladder of rates: each request counts in its own step, the settling part 
   assert.deepEqual(r.timeline.map((s) => s.ok), [50, 50, 100], 'the timeline counts every second, by the time each request was due');
   assert.ok(samples.length >= 1 && r.timeline.some((s) => s.sample && s.sample.probe >= 1), 'the sampler ran and its value is in the timeline');
 });
+
+test('warm-up: a server slower than the warm-up\'s 50 requests per connection still starts the window idle: none sent after 2 s, every one answered before t0', async (t) => {
+  // One request at a time, 20 ms each: at most 50 a second, on any machine. 20 connections × 50 warm requests would be 20 s of it.
+  const http = require('node:http');
+  const waiting = [];
+  let busy = false;
+  let arrivals = 0;
+  const next = () => {
+    const res = waiting.shift();
+    busy = Boolean(res);
+    if (res) setTimeout(() => { res.end('{}'); next(); }, 20);
+  };
+  const server = http.createServer((req, res) => {
+    arrivals++;
+    waiting.push(res);
+    if (!busy) next();
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
+  const r = await runPaced({ url: `http://127.0.0.1:${server.address().port}/`, rate: 10, duration: 2, connections: 20, timeoutS: 20 });
+  assert.equal(r.requests.ok, 20);
+  const { sent, answered, failed, givenUp } = r.warm;
+  assert.equal(answered + failed + givenUp, sent, `every warm request settled before t0: ${JSON.stringify(r.warm)}`);
+  assert.equal(givenUp, 0);
+  // Sent: one per connection, then only while the 2 s lasted (at most 50 answered a second, plus the first 20 out at once).
+  assert.ok(sent >= 20 && sent <= 20 + 50 * 3, `warm requests sent: ${sent}, not 20 × 50`);
+  assert.equal(arrivals, sent + r.requests.sent, 'the server saw the warm requests and the measured ones, nothing after');
+});

@@ -90,6 +90,10 @@ test('the client-bound warning fires when a generator process nears a full core,
   const late = clientWarnings('paced', { perProcessCpuShare: [1] }, { targetRate: 1000, achievedRate: 900, sendLagUs: { p99: 5000 } });
   assert.equal(late.length, 2);
   assert.deepEqual(clientWarnings('paced', { perProcessCpuShare: [1] }, { targetRate: 1000, achievedRate: 999, sendLagUs: { p99: 200 } }), []);
+  // A ladder run (3x for 60 s, then 0.5x for 10 s) that sent its whole timetable is judged by its mean, not its first step's rate.
+  const ladder = { targetRate: 2547, plannedRate: (2547 * 60 + 425 * 10) / 70, sendLagUs: { p99: 200 } };
+  assert.deepEqual(clientWarnings('paced', {}, { ...ladder, achievedRate: 2244 }), []);
+  assert.match(clientWarnings('paced', {}, { ...ladder, achievedRate: 2000 })[0], /^the pacer sent 2000 req\/s, short of the 2244 asked: the generator is short of CPU/);
   // Requests that waited for a busy connection: the target, not the generator.
   const full = clientWarnings('paced', {}, { targetRate: 1000, achievedRate: 500, sendLagUs: { p99: 200 },
     requests: { sent: 1000 }, queue: { queued: 400, max: 90, connections: 4 } });
