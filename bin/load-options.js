@@ -23,6 +23,8 @@ const positiveNum = (name, v) => {
   if (!(n > 0)) throw new UsageError(`--${name} must be a number > 0 (got "${v}")`);
   return n;
 };
+// --capacity: a rate, or `paced` (loadtest/overload.js measures it).
+const capacityArg = (name, v) => (v === 'paced' ? v : positiveNum(name, v));
 const nonNegNum = (name, v) => {
   const n = Number(v);
   if (!(n >= 0)) throw new UsageError(`--${name} must be a number >= 0 (got "${v}")`);
@@ -99,7 +101,7 @@ const BENCH = {
   multiples: { type: 'string', value: 'LIST', conv: multiplesList, dflt: '0.8,1,1.5,2,3', help: 'with --overload: the ladder, multiples of the capacity' },
   step: { type: 'string', value: 'S', conv: positiveNum, dflt: '20', help: 'with --overload: seconds per step (its first quarter is left out of its figures)' },
   recovery: { type: 'string', value: 'S', conv: positiveNum, dflt: '10', help: 'with --overload: seconds at 0.5× after the highest step' },
-  capacity: { type: 'string', value: 'R', conv: positiveNum, help: 'with --overload: the capacity in req/s (default: measured, the median of 3 saturation runs of --duration on the kit\'s stack)' },
+  capacity: { type: 'string', value: 'R|paced', conv: capacityArg, help: 'with --overload: the capacity in req/s (default: measured, the median of 3 saturation runs of --duration on the kit\'s stack); paced: then the highest paced rate the kit\'s stack serves, probed upward from 0.7x that in steps of 0.05x (--duration each), every request 2xx and p99 within --latency-budget' },
   'max-connections': { type: 'string', value: 'N', conv: positiveInt, dflt: '2000', help: 'with --overload: the most connections the open-loop generator opens (within its open-files limit)' },
   protect: { type: 'string', value: 'MODE', conv: oneOf(PROTECT_MODES), dflt: 'both', help: 'with --overload: the protected stack\'s protection, derived from --latency-budget and the capacity: both (max_conns and the runner\'s queue budget), bound (max_conns alone) or budget (the queue budget alone)' },
   'latency-budget': { type: 'string', value: 'MS', conv: positiveInt, dflt: String(DEFAULT_LATENCY_BUDGET_MS), help: 'with --overload: the protected stack\'s tunekit_latency_budget_ms (its bound: a quarter of the budget\'s worth, capacity x MS/1000 / 4; its queue budget: MS)' },

@@ -54,7 +54,11 @@ function burstLine(s) {
 function frame(doc) {
   const o = doc.overload;
   const runs = o.capacityRun && o.capacityRun.runs ? `the median of ${o.capacityRun.runs.length} runs: ${o.capacityRun.runs.map(int).join(', ')}; ` : '';
-  const cap = o.capacityRun ? `measured on ${o.capacityRun.stack} (${runs}${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
+  const saturation = o.capacityRun ? `measured on ${o.capacityRun.stack} (${runs}${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
+  const paced = o.capacityRun && o.capacityRun.paced;
+  const cap = paced ? `the highest paced rate served by ${o.capacityRun.stack} (p99 ≤ ${doc.options.latencyBudgetMs} ms, every request 2xx): ` +
+    `${paced.probes.map((p) => `${int(p.rate)} ${p.served ? 'served' : 'not served'} (p99 ${ms(p.p99Us)} ms${p.refused ? `, ${int(p.refused)} not 2xx` : ''})`).join(', ')}` +
+    `${paced.topped ? ', the highest probe' : ''}; the saturation figure ${int(paced.saturation)}, ${saturation}` : saturation;
   const others = o.stacks.map((s) => (s.otherCores == null ? null : `${s.stack} ${fixed(s.otherCores, 1)}`)).filter(Boolean).join(', ');
   const protectedSets = o.stacks.filter((s) => s.set).map((s) => `${s.stack}: ${s.set.join(', ')}`);
   return [

@@ -30,6 +30,7 @@ const { median, roundOrder } = require('./stats');
 const status = require('../lib/status');
 const cpu = require('./cpu');
 const { ownCoreOrThrow, placeOn, placeStack } = require('./pin');
+const { UsageError } = require('../lib/errors');
 
 // The kit with its overload protection on, by the kit's own recipe
 // (roles/tunekit/defaults/main/00-app.yml): a latency budget W and the capacity C
@@ -134,6 +135,30 @@ async function appMeter(url) {
   return { delays, connections };
 }
 
+/** The stack's nginx stub_status page (null: the stack has none). */
+function stubStatusUrl(stack) {
+  const v = stack.vars;
+  return v.tunekit_nginx_status ? `http://127.0.0.1:${v.tunekit_nginx_status_port}${v.tunekit_nginx_status_path}` : null;
+}
+
+/**
+ * Resolves true once nginx holds no request but the status request itself
+ * (stub_status "Writing: 1"), polled every IDLE_POLL_MS; false if that has not
+ * happened within limitMs; null if the stack has no stub_status to ask.
+ */
+const IDLE_POLL_MS = 50;
+async function untilIdle(stack, limitMs) {
+  const url = stubStatusUrl(stack);
+  if (!url) return null;
+  const end = Date.now() + limitMs;
+  while (Date.now() < end) {
+    const s = await status.get(url, 900).then(status.parseStubStatus, () => null);
+    if (s && s.writing <= 1) return true;
+    await new Promise((resolve) => setTimeout(resolve, IDLE_POLL_MS));
+  }
+  return false;
+}
+
 /**
  * A sampler of where the queue of one stack is, called once a second by the pacer:
  * nginx's listen queue and connections, the app socket's accept queue, the
@@ -144,7 +169,7 @@ function queueSampler(stack) {
   const v = stack.vars;
   const nginxListen = `127.0.0.1:${v.tunekit_nginx_listen_port}`;
   const appListen = v.tunekit_upstream_kind === 'tcp' ? v.tunekit_nginx_app_tcp_address : v.tunekit_socket_path;
-  const statusUrl = v.tunekit_nginx_status ? `http://127.0.0.1:${v.tunekit_nginx_status_port}${v.tunekit_nginx_status_path}` : null;
+  const statusUrl = stubStatusUrl(stack);
   const metricsUrl = stack.metrics && stack.metrics.length ? stack.metrics[0].url : null;
   let lastDelays = null;
   return async () => {
@@ -259,6 +284,79 @@ async function measureCapacity(target, o, results) {
   return { reqPerSec: median(runs.map((r) => r.reqPerSec)), runs: runs.map((r) => r.reqPerSec), driver: runs[0].driver, stack: runs[0].scenario };
 }
 
+// --capacity paced: what an open-loop load can get from the kit's stack, not
+// what wrk's closed loop gets (it waits for its answers, so it never queues past
+// its connections: 859 req/s by wrk where a paced 880 grew a queue all minute and
+// 800 did not, docs/overload.md "What the paced load could get"). From the
+// saturation figure S, paced probes of --duration on the kit's stack climb from
+// PACED_FROM × S in steps of PACED_STEP × S, until one is not served: every
+// request of its counted part (the first quarter left out, as in the ladder)
+// answered 2xx, no timeout, and its p99 within the latency budget. A queue that
+// grows shows in the p99 within seconds, so the first probe past the knee fails
+// and the climb stops there; the capacity is the last probe served.
+const PACED_FROM = 0.7;
+const PACED_STEP = 0.05;
+const PACED_TO = 1.2;
+
+/** The probes' rates: PACED_FROM × saturation up to PACED_TO ×, PACED_STEP × apart. */
+function pacedProbeRates(saturation) {
+  const out = [];
+  for (let k = 0; PACED_FROM + k * PACED_STEP <= PACED_TO + 1e-9; k++) {
+    const ofSaturation = Math.round((PACED_FROM + k * PACED_STEP) * 100) / 100;
+    out.push({ ofSaturation, rate: Math.max(1, Math.round(saturation * ofSaturation)) });
+  }
+  return out;
+}
+
+/** A probe's verdict: served (every request of its counted part 2xx, p99 within the budget) and its figures. */
+function probeVerdict(step, latencyBudgetMs) {
+  const refused = step.non2xx + step.errors + step.timeouts;
+  const p99Us = step.latencyUs.p99;
+  return { rate: step.rate, ok: step.ok, refused, p99Us, goodput: step.goodput, served: refused === 0 && step.ok > 0 && p99Us != null && p99Us <= latencyBudgetMs * 1000 };
+}
+
+/**
+ * The climb: `probe({ ofSaturation, rate })` resolves to one step's figures
+ * (pacer.js phases), called for each rate in turn until one is not served. The
+ * capacity is the last served; none served is an error that says what to change.
+ */
+async function pacedClimb(saturation, latencyBudgetMs, probe) {
+  const probes = [];
+  for (const at of pacedProbeRates(saturation)) {
+    const v = { ofSaturation: at.ofSaturation, ...probeVerdict(await probe(at), latencyBudgetMs) };
+    probes.push(v);
+    if (!v.served) break;
+  }
+  const served = probes.filter((p) => p.served);
+  if (!served.length) {
+    const first = probes[0];
+    throw new UsageError(`--capacity paced: the kit's stack did not serve ${first.rate} req/s paced (${PACED_FROM}× its saturation figure ${Math.round(saturation)}): ` +
+      `p99 ${first.p99Us == null ? '– (none served)' : `${(first.p99Us / 1000).toFixed(1)} ms`} against the latency budget of ${latencyBudgetMs} ms, ${first.refused} not answered 2xx; ` +
+      'give a larger --latency-budget, or the capacity itself (--capacity R)');
+  }
+  return { reqPerSec: served[served.length - 1].rate, saturation, probes, topped: served.length === probes.length };
+}
+
+/**
+ * The paced capacity of `stack` (see PACED_FROM), each probe's run kept in
+ * `results`. wrk's last saturation run left the requests it had in flight when it
+ * stopped: the climb starts when nginx holds none (within the client timeout), so
+ * the first probe does not wait behind them.
+ */
+async function measurePacedCapacity(stack, target, o, results, saturation) {
+  if ((await untilIdle(stack, o.timeoutS * 1000)) === false) o.progress.note('bench --overload: the kit\'s stack still held requests from the saturation runs; the paced probes start anyway');
+  return pacedClimb(saturation, o.latencyBudgetMs, async ({ ofSaturation, rate }) => {
+    const phase = { multiple: ofSaturation, rate, durationS: o.capacityS, settleS: Math.floor(o.capacityS / 4) };
+    o.progress.start(`paced capacity of kit: ${rate} req/s (${ofSaturation}× the saturation figure)`, o.capacityS);
+    const r = await measure(target, {
+      mode: 'paced', rate, duration: o.capacityS, phases: [phase], connections: o.connections, maxConnections: o.maxConnections, timeoutS: o.timeoutS,
+    });
+    o.progress.done();
+    results.push({ ...r, role: 'capacity-paced' });
+    return r.phases[0];
+  });
+}
+
 // Every stack as warm as the one the capacity was measured on: the same
 // saturation load, unrecorded, right before the ladder. Started cold, stock's p99
 // at 0.8x was 289-538 ms for its first 7 s (227 ms over the step, 33 ms warm).
@@ -272,7 +370,7 @@ async function warmUp(targets, o) {
 }
 
 // Run the overload bench. `o`: { multiples, stepS, recoveryS, capacity
-// (req/s, or 0: measure it), capacityS, connections, maxConnections, timeoutS,
+// (req/s, or 0: measure it), pacedCapacity (with 0: the paced capacity), capacityS, connections, maxConnections, timeoutS,
 // workers, app, set, varsFiles, driver, progress, protect, latencyBudgetMs, burst }.
 async function runOverload(o) {
   const progress = o.progress;
@@ -300,6 +398,10 @@ async function runOverload(o) {
     if (!capacity) {
       capacityRun = await measureCapacity(targetOf('kit'), o, results);
       capacity = capacityRun.reqPerSec;
+      if (o.pacedCapacity) {
+        capacityRun.paced = await measurePacedCapacity(started.kit, targetOf('kit'), o, results, capacity);
+        capacity = capacityRun.paced.reqPerSec;
+      }
     }
     const protectedSet = {};
     for (const name of names) if (defs[name].setFor) protectedSet[name] = await start(name, capacity);
@@ -352,6 +454,6 @@ async function runOverload(o) {
 }
 
 module.exports = {
-  runOverload, ladder, runsOf, burstSteps, burstSummary, connectionCap, steps, recovery, STACKS, stacksFor,
+  runOverload, ladder, runsOf, pacedProbeRates, probeVerdict, pacedClimb, burstSteps, burstSummary, connectionCap, steps, recovery, STACKS, stacksFor,
   PROTECT_MODES, DEFAULT_LATENCY_BUDGET_MS, CAPACITY_RUNS, DEFAULT_MULTIPLES, RECOVERY_MULTIPLE, BURST_MULTIPLE, BURST_S,
 };

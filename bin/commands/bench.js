@@ -87,7 +87,7 @@ async function overloadBench(argv, o) {
   const maxConnections = connectionCap(o.maxConnections);
   const started = Date.now();
   const out = await runOverload({
-    multiples: o.multiples, stepS: o.step, recoveryS: o.recovery, capacity: o.capacity || 0, capacityS: o.duration,
+    multiples: o.multiples, stepS: o.step, recoveryS: o.recovery, capacity: o.capacity === 'paced' ? 0 : o.capacity || 0, pacedCapacity: o.capacity === 'paced', capacityS: o.duration,
     connections: o.connections, maxConnections, timeoutS: o.timeout, workers: o.workers, app: o.app, set: o.set, varsFiles: o.vars,
     driver: o.driver, procs: o.procs, progress: o.progress,
     protect: o.protect, latencyBudgetMs: o.latencyBudget, burst: o.burst, ownCore: o.ownCore,

@@ -61,6 +61,11 @@ test('bench --overload: stock, kit and kit+bound+budget through the ladder in tu
     }
     assert.ok(s.steps.some((p) => p.queue.connections >= 50), `${s.stack}: the queue sampler read the generator`);
   }
+  // The last run is 2x (200/s) then 0.5x (50/s) for 2 s each: what it was asked is their mean, 125/s, never the first step's 200.
+  for (const x of doc.results.filter((r) => r.step === 1)) {
+    assert.equal(x.plannedRate, 125, x.scenario);
+    assert.ok(!x.warnings.some((w) => /short of the 200 asked/.test(w)), `${x.scenario}: ${x.warnings.join('; ')}`);
+  }
   const protectedRuns = doc.results.filter((x) => x.scenario === PROTECTED);
   assert.ok(protectedRuns.every((x) => x.timeline.some((sec) => sec.sample && sec.sample.nginxActive != null)), 'stub_status sampled');
   assert.match(md, /## Steps/);
@@ -101,4 +106,28 @@ test('bench --overload without --capacity: the capacity is the median of three s
   assert.deepEqual(doc.results.filter((x) => x.role === 'capacity').map((x) => [x.scenario, x.reqPerSec]), capacityRun.runs.map((r) => ['kit', r]));
   assert.equal(doc.overload.ladder[0].rate, Math.round(capacity * 0.5));
   assert.match(md, /measured on kit \(the median of 3 runs: [\d,]+, [\d,]+, [\d,]+; wrk, saturation, 50 connections\)/);
+});
+
+test('bench --overload --capacity paced: paced probes on the kit\'s stack climb from 0.7x the saturation figure and stop at the first not served; the ladder is paced from the last served', async (t) => {
+  // An app whose capacity is a timer's (one worker, 10 ms a request: 100 a second at most on any machine),
+  // so the climb has a knee to find; a budget of 100 ms is ten requests' wait.
+  const { doc, md } = await bench(t, ['--app', 'test/fixtures/overload/slots-app.js', '--workers', '1', '--capacity', 'paced', '--latency-budget', '100',
+    '--duration', '2', '--multiples', '0.5', '--step', '2', '--recovery', '1', '--max-connections', '200']);
+  const { capacity, capacityRun } = doc.overload;
+  const { paced } = capacityRun;
+  const saturation = [...capacityRun.runs].sort((a, b) => a - b)[1];
+  assert.equal(paced.saturation, saturation);
+  assert.ok(saturation > 0 && saturation <= 105, `one worker of 10 ms a request: ${saturation} req/s`);
+  // Ascending from 0.7x, 0.05x apart; every probe but the last served; the capacity is the last served.
+  assert.deepEqual(paced.probes.map((p) => p.ofSaturation), [0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1, 1.05, 1.1, 1.15, 1.2].slice(0, paced.probes.length));
+  assert.deepEqual(paced.probes.map((p) => p.rate), paced.probes.map((p) => Math.round(saturation * p.ofSaturation)));
+  assert.deepEqual(paced.probes.slice(0, -1).map((p) => p.served), paced.probes.slice(0, -1).map(() => true));
+  const last = paced.probes[paced.probes.length - 1];
+  assert.equal(paced.topped, last.served);
+  assert.ok(last.served || last.refused > 0 || last.p99Us > 100000, 'the probe not served had a request not answered 2xx or a p99 past the budget');
+  assert.equal(capacity, paced.probes.filter((p) => p.served).pop().rate);
+  // One run per probe on the kit's stack, after the three saturation runs.
+  assert.deepEqual(doc.results.filter((x) => x.role === 'capacity-paced').map((x) => [x.scenario, x.targetRate]), paced.probes.map((p) => ['kit', p.rate]));
+  assert.equal(doc.overload.ladder[0].rate, Math.round(capacity * 0.5));
+  assert.match(md, new RegExp(`capacity ${capacity} req/s, the highest paced rate served by kit \\(p99 ≤ 100 ms, every request 2xx\\)`));
 });

@@ -8,7 +8,8 @@ const assert = require('node:assert/strict');
 const config = require('../../lib/config');
 const renderer = require('../../lib/render');
 const { makeSchedule } = require('../../loadtest/pacer');
-const { ladder, runsOf, burstSteps, burstSummary, connectionCap, stacksFor } = require('../../loadtest/overload');
+const { ladder, runsOf, burstSteps, burstSummary, connectionCap, stacksFor, pacedProbeRates, pacedClimb } = require('../../loadtest/overload');
+const { frame } = require('../../loadtest/overload-table');
 const options = require('../../bin/load-options');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -148,4 +149,38 @@ test('bench --multiples: ascending numbers above 0; the overload options need --
   assert.deepEqual(options.parse('bench', options.BENCH, ['--overload', '--multiples', '0.5,1,4']).multiples, [0.5, 1, 4]);
   assert.throws(() => options.parse('bench', options.BENCH, ['--multiples', '2,1']), /--multiples must be ascending numbers > 0/);
   assert.throws(() => options.parse('bench', options.BENCH, ['--multiples', '0,1']), /--multiples must be ascending numbers > 0/);
+});
+
+test('--capacity paced: probes climb from 0.7x the saturation figure in 0.05x steps and stop at the first one not served; the capacity is the last served', async () => {
+  assert.deepEqual(pacedProbeRates(1000).map((p) => p.rate), [700, 750, 800, 850, 900, 950, 1000, 1050, 1100, 1150, 1200]);
+  // A made-up stack whose knee is at 880 req/s: below it p99 5 ms; above, the queue grows (p99 seconds, some timeouts).
+  const tried = [];
+  const stack = async ({ rate }) => {
+    tried.push(rate);
+    return rate <= 880 ? { rate, ok: rate * 6, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: 5000 }, goodput: rate }
+      : { rate, ok: rate * 5, non2xx: 0, errors: 0, timeouts: 12, latencyUs: { p99: 2.5e6 }, goodput: 880 };
+  };
+  const out = await pacedClimb(1000, 20, stack);
+  assert.equal(out.reqPerSec, 850);
+  assert.deepEqual(tried, [700, 750, 800, 850, 900], 'nothing offered past the first probe not served');
+  assert.deepEqual(out.probes.map((p) => p.served), [true, true, true, true, false]);
+  assert.equal(out.topped, false);
+  // Within the budget but with one 503: not served. A p99 past the budget alone: not served.
+  const one503 = await pacedClimb(1000, 20, async ({ rate }) => ({ rate, ok: 100, non2xx: rate >= 750 ? 1 : 0, errors: 0, timeouts: 0, latencyUs: { p99: 3000 }, goodput: rate }));
+  assert.equal(one503.reqPerSec, 700);
+  const slow = await pacedClimb(1000, 20, async ({ rate }) => ({ rate, ok: 100, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: rate >= 800 ? 20001 : 20000 }, goodput: rate }));
+  assert.equal(slow.reqPerSec, 750);
+  // Served all the way: the highest probe, said so.
+  const fast = await pacedClimb(1000, 20, async ({ rate }) => ({ rate, ok: 100, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: 1000 }, goodput: rate }));
+  assert.deepEqual([fast.reqPerSec, fast.topped], [1200, true]);
+  // The first probe not served: an error naming the budget and the two ways out.
+  await assert.rejects(pacedClimb(1000, 20, async ({ rate }) => ({ rate, ok: 100, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: 45000 }, goodput: rate })),
+    { name: 'UsageError', message: /did not serve 700 req\/s paced \(0\.7× its saturation figure 1000\): p99 45\.0 ms against the latency budget of 20 ms.*--latency-budget.*--capacity R/ });
+  // The report says how the capacity was found, probe by probe.
+  const doc = { options: { connections: 50, latencyBudgetMs: 20, maxConnections: 2000, timeout: 10 }, overload: { capacity: 850, ladder: [{ multiple: 2, durationS: 60 }], stacks: [], capacityRun: { stack: 'kit', driver: 'wrk', runs: [990, 1000, 1010], reqPerSec: 1000, paced: out } } };
+  assert.match(frame(doc).join('\n'), /capacity 850 req\/s, the highest paced rate served by kit \(p99 ≤ 20 ms, every request 2xx\): 700 served \(p99 5\.00 ms\), .*900 not served \(p99 2500 ms, 12 not 2xx\); the saturation figure 1,000, measured on kit \(the median of 3 runs: 990, 1,000, 1,010; wrk, saturation, 50 connections\)/);
+  // The option: a rate, or paced; nothing else.
+  assert.equal(options.parse('bench', options.BENCH, ['--overload', '--capacity', 'paced']).capacity, 'paced');
+  assert.equal(options.parse('bench', options.BENCH, ['--overload', '--capacity', '800']).capacity, 800);
+  assert.throws(() => options.parse('bench', options.BENCH, ['--overload', '--capacity', 'fast']), /--capacity must be a number > 0 \(got "fast"\)/);
 });
