@@ -51,18 +51,12 @@ test('a ladder of rates: each request counts in its own step, the settling part 
 test('warm-up: a server slower than the warm-up\'s 50 requests per connection still starts the window idle: none sent after 2 s, every one answered before t0', async (t) => {
   // One request at a time, 20 ms each: at most 50 a second, on any machine. 20 connections × 50 warm requests would be 20 s of it.
   const http = require('node:http');
-  const waiting = [];
-  let busy = false;
+  const { slotted } = require('../fixtures/overload/slots-app');
+  const serve = slotted({ slots: 1, slotMs: 20 });
   let arrivals = 0;
-  const next = () => {
-    const res = waiting.shift();
-    busy = Boolean(res);
-    if (res) setTimeout(() => { res.end('{}'); next(); }, 20);
-  };
   const server = http.createServer((req, res) => {
     arrivals++;
-    waiting.push(res);
-    if (!busy) next();
+    serve(req, res);
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
