@@ -68,7 +68,7 @@ function fatal(err, where) {
   if (dying) return;
   dying = true;
   const error = { ...describeError(err), where };
-  const open = [...sockets].filter((socket) => socket[RESPONSE]).length;
+  const open = [...sockets].filter(openResponse).length;
   const leave = () => process.exit(1);
   setTimeout(leave, FATAL_GRACE_MS).unref();
   // Under the kit's primary the error travels with the exit and the primary logs
@@ -96,7 +96,7 @@ function failOpenRequests() {
   if (server && server.listening) net.Server.prototype.close.call(server);
   const answered = [];
   for (const socket of sockets) {
-    const res = socket[RESPONSE];
+    const res = openResponse(socket);
     if (!res || res.headersSent) {
       socket.destroy(); // idle (nginx drops it from its pool), or an answer already under way
       continue;
@@ -162,7 +162,6 @@ function applyTimeouts(srv, s) {
 // ECONNRESET instead of a clean end of stream.
 
 const CLOSING = Symbol('tunekit.closing');
-const INFLIGHT = Symbol('tunekit.inflight');
 const UPGRADED = Symbol('tunekit.upgraded');
 const LINGER_MS = 2000;
 const sockets = new Set();
@@ -240,20 +239,58 @@ function countFiles() {
   files.lastLog = now;
 }
 
-// A response's end, shared by every request (no closure, no once-wrapper per
-// request); `this` is the response. The meter counts here too.
-const SOCKET = Symbol('tunekit.socket');
-const CONNECTION = Symbol('tunekit.connection');
-const RESPONSE = Symbol('tunekit.response'); // on a socket: the response it carries now
+// ---- the response a connection carries ---------------------------------------------
+//
+// No listener and no property per response: the dispatcher runs for every request,
+// and what it adds there is the runner's cost against a plain cluster worker
+// (docs/benchmarks.md, "The dispatcher without a listener per response"). A connection remembers its latest response
+// (socket[RESPONSE]); Node writes a connection's responses in the order of its
+// requests, so the connection is idle once that one is done. The meter counts a
+// response when it is found done: when the connection's next request comes, when
+// the connection closes, or when the meter is read (settleMeter); a pipelined
+// response still being written when the next request comes is counted at its close.
+const RESPONSE = Symbol('tunekit.response'); // on a socket: its latest response not yet counted
+const REUSED = Symbol('tunekit.reused'); // on a socket: 1 when that response is not the connection's first
 
-function responseClosed() {
-  const socket = this[SOCKET];
-  if (socket[RESPONSE] === this) socket[RESPONSE] = null;
-  if (meter) metrics.countResponse(meter, this.statusCode, this[CONNECTION]);
-  socket[INFLIGHT] -= 1;
-  // A response that began before the drain (an SSE stream the app ended on
-  // tunekit:drain) was sent keep-alive: close its connection now it is idle.
-  if (draining && !socket[INFLIGHT] && !socket[CLOSING]) lingeringClose(socket);
+/** Written out, or its connection gone: nothing more will be sent for it. */
+const responseDone = (res) => res.writableFinished || res.destroyed;
+
+/** The response this connection is still writing, or null: the connection is idle. */
+function openResponse(socket) {
+  const res = socket[RESPONSE];
+  return res && !responseDone(res) ? res : null;
+}
+
+/** Count the connection's latest response if it is done (or `always`), and forget it. */
+function settle(socket, always) {
+  const res = socket[RESPONSE];
+  if (!res || !(always || responseDone(res))) return;
+  socket[RESPONSE] = null;
+  if (meter) metrics.countResponse(meter, res.statusCode, socket[REUSED]);
+}
+
+/** Before the meter is read: every response done since its connection's last request. */
+function settleMeter() {
+  for (const socket of sockets) settle(socket, false);
+}
+
+/** A new request on `socket`: its previous response is counted, now if done, else (pipelined) at its close. */
+function nextResponse(socket, req, res) {
+  const prev = socket[RESPONSE];
+  if (prev && meter) {
+    if (responseDone(prev)) metrics.countResponse(meter, prev.statusCode, socket[REUSED]);
+    else {
+      prev[REUSED] = socket[REUSED];
+      prev.once('close', pipelinedClosed);
+    }
+  }
+  socket[RESPONSE] = res;
+  socket[REUSED] = meter ? metrics.countRequest(meter, req) : 0;
+}
+
+// A pipelined response's end (`this`): counted by its own status and connection.
+function pipelinedClosed() {
+  metrics.countResponse(meter, this.statusCode, this[REUSED]);
 }
 
 /** Route every request through one listener that knows about draining. */
@@ -265,8 +302,12 @@ function installDispatcher(srv) {
     sockets.add(socket);
     if (meter) metrics.countConnection(meter, socket);
     countFiles();
-    socket[INFLIGHT] = 0;
-    socket.once('close', () => sockets.delete(socket));
+    socket[RESPONSE] = null;
+    socket[REUSED] = 0;
+    socket.once('close', () => {
+      settle(socket, true);
+      sockets.delete(socket);
+    });
   });
   srv.on('request', (req, res) => {
     const socket = req.socket;
@@ -274,11 +315,7 @@ function installDispatcher(srv) {
       req.resume(); // a request after "Connection: close": drop it, unanswered
       return;
     }
-    socket[INFLIGHT] += 1;
-    socket[RESPONSE] = res;
-    res[SOCKET] = socket;
-    res[CONNECTION] = meter ? metrics.countRequest(meter, req) : 0;
-    res.on('close', responseClosed);
+    nextResponse(socket, req, res);
     if (release) res.setHeader('x-tunekit-release', release);
     if (draining) {
       res.setHeader('connection', 'close');
@@ -463,6 +500,11 @@ function tellApp(timeoutMs) {
   }
 }
 
+/** While draining: a connection with no response open closes gently. */
+function closeIfIdle(socket) {
+  if (!openResponse(socket) && !socket[CLOSING]) lingeringClose(socket);
+}
+
 function drain() {
   if (draining) return;
   draining = true;
@@ -483,8 +525,14 @@ function drain() {
   };
   net.Server.prototype.close.call(server, closed);
   for (const acceptor of acceptors) acceptor.close(closed);
-  // Busy connections close after their current response (Connection: close).
-  for (const socket of sockets) markClosing(socket);
+  // Busy connections close after their current response: one that began before
+  // the drain (an SSE stream the app ends on tunekit:drain) was sent keep-alive, so
+  // its connection is closed once it is done; those after it say Connection: close.
+  for (const socket of sockets) {
+    markClosing(socket);
+    const res = openResponse(socket);
+    if (res) res.once('close', () => closeIfIdle(socket));
+  }
   // Upgraded connections wait for the app only if it listens; else they go with the idle ones.
   const appCloses = process.listenerCount(DRAIN_EVENT) > 0;
   tellApp(settings.drainTimeoutMs);
@@ -492,7 +540,7 @@ function drain() {
   // a busy client: close them gently too.
   const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
   setTimeout(() => {
-    for (const socket of sockets) if (!socket[INFLIGHT] && !socket[CLOSING] && !(socket[UPGRADED] && appCloses)) lingeringClose(socket);
+    for (const socket of sockets) if (!(socket[UPGRADED] && appCloses)) closeIfIdle(socket);
   }, grace).unref();
   setTimeout(() => {
     const upgraded = [...sockets].filter((socket) => socket[UPGRADED]).length;
@@ -514,6 +562,7 @@ function drain() {
 // its own, instance I on the base port + I (app/metrics-server.js).
 
 function metricsSample() {
+  settleMeter();
   return metrics.sample(meter, metrics.infoOf(settings, release));
 }
 
