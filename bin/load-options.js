@@ -89,7 +89,7 @@ const BENCH = {
   'budget-s': { type: 'string', value: 'S', conv: positiveNum, dflt: '1200', help: 'with --rounds auto: seconds the whole bench may take; no round starts that would end past it' },
   'max-rounds': { type: 'string', value: 'N', conv: positiveInt, dflt: '20', help: 'with --rounds auto: the most rounds' },
   aa: { type: 'boolean', help: 'A/A: adds the scenario aa, a second stack of the uds values, and aa/uds per round: the run\'s noise floor' },
-  restart: { type: 'boolean', help: 'fresh stacks before every round (each warmed up again): what one start of a stack keeps for its life (a ~2% offset between twin stacks) becomes round-to-round noise the intervals see' },
+  restart: { type: 'boolean', help: 'fresh stacks before every round (each warmed up again): what one start of a stack keeps for its life (its app processes can serve 15-25% slower for minutes on end: docs/benchmarks.md) becomes round-to-round noise the intervals see; use it for runs of more than a few minutes' },
   pin: { type: 'boolean', help: 'each nginx and app worker on a CPU (worker k on CPU k mod cores, taskset), the generator free: the placement experiment of docs/benchmarks.md' },
   scenarios: { type: 'string', value: 'LIST', dflt: DEFAULT_SCENARIOS.join(','), help: 'comma-separated scenarios' },
   'cpu-rate': { type: 'string', value: 'R', conv: nonNegNum, dflt: '5000', help: 'fixed rate (req/s) for CPU per request; 0 skips' },
