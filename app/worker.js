@@ -243,12 +243,13 @@ function countFiles() {
 //
 // No listener and no property per response: the dispatcher runs for every request,
 // and what it adds there is the runner's cost against a plain cluster worker
-// (docs/benchmarks.md, "The dispatcher without a listener per response"). A connection remembers its latest response
-// (socket[RESPONSE]); Node writes a connection's responses in the order of its
-// requests, so the connection is idle once that one is done. The meter counts a
-// response when it is found done: when the connection's next request comes, when
-// the connection closes, or when the meter is read (settleMeter); a pipelined
-// response still being written when the next request comes is counted at its close.
+// (docs/benchmarks.md, "The dispatcher without a listener per response"). A
+// connection remembers its latest response (socket[RESPONSE]); Node writes a
+// connection's responses in the order of its requests, so the connection is idle
+// once that one is done. The meter counts a response when it is found done: when
+// the connection's next request comes, when the connection closes, or when the
+// meter is read (settleMeter); a pipelined response still being written when the
+// next request comes is counted at its close.
 const RESPONSE = Symbol('tunekit.response'); // on a socket: its latest response not yet counted
 const REUSED = Symbol('tunekit.reused'); // on a socket: 1 when that response is not the connection's first
 
@@ -276,13 +277,11 @@ function settleMeter() {
 
 /** A new request on `socket`: its previous response is counted, now if done, else (pipelined) at its close. */
 function nextResponse(socket, req, res) {
-  const prev = socket[RESPONSE];
+  settle(socket, false);
+  const prev = socket[RESPONSE]; // still being written: pipelined
   if (prev && meter) {
-    if (responseDone(prev)) metrics.countResponse(meter, prev.statusCode, socket[REUSED]);
-    else {
-      prev[REUSED] = socket[REUSED];
-      prev.once('close', pipelinedClosed);
-    }
+    prev[REUSED] = socket[REUSED];
+    prev.once('close', pipelinedClosed);
   }
   socket[RESPONSE] = res;
   socket[REUSED] = meter ? metrics.countRequest(meter, req) : 0;
