@@ -26,7 +26,7 @@ const INTEGER_FIELDS = [
 // Every field app/settings.json.j2 renders. No defaults here: the one definition
 // (roles/tunekit/defaults/main/) holds them, the template renders
 // them all, and a file that lacks one was rendered by another version of the kit.
-const BOOLEAN_FIELDS = ['perfMap', 'metrics'];
+const BOOLEAN_FIELDS = ['perfMap', 'memoryReducer', 'metrics'];
 const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS, 'metricsListen'];
 
 /**

@@ -152,11 +152,17 @@ test('settings: maxSemiSpaceMb (tunekit_app_max_semi_space_mb) is 0..1024, 0 (V8
   assert.equal(settingsFor(['--set', 'tunekit_app_max_semi_space_mb=4']).settings.maxSemiSpaceMb, 4);
 });
 
-test('workers\' flags: the primary\'s own, the perf map, and the semi-space bound in place of the primary\'s', () => {
-  const s = (o) => ({ ...defaults(), ...o });
+test('workers\' flags: the primary\'s own, the perf map, the semi-space bound in place of the primary\'s, the memory reducer off', () => {
+  const s = (o) => ({ ...defaults(), memoryReducer: true, ...o });
   assert.deepEqual(workerExecArgv(s({}), ['--max-semi-space-size=16']), ['--max-semi-space-size=16'], '0 keeps what the primary was started with');
   assert.deepEqual(workerExecArgv(s({ maxSemiSpaceMb: 2 }), ['--max-semi-space-size=16', '--enable-source-maps']), ['--enable-source-maps', '--max-semi-space-size=2']);
   assert.deepEqual(workerExecArgv(s({ maxSemiSpaceMb: 1, perfMap: true }), []), ['--perf-basic-prof-only-functions', '--max-semi-space-size=1']);
+  // The kit's default: the reducer off, once, whatever the primary was started with;
+  // on again, a primary's own --no-memory-reducer is not passed on.
+  assert.equal(defaults().memoryReducer, false);
+  assert.deepEqual(workerExecArgv(defaults(), ['--no-memory-reducer', '--enable-source-maps']), ['--enable-source-maps', '--no-memory-reducer']);
+  assert.deepEqual(workerExecArgv(s({}), ['--no-memory-reducer']), []);
+  assert.equal(settingsFor(['--set', 'tunekit_app_memory_reducer=true']).settings.memoryReducer, true);
 });
 
 test('parseListen', () => {
