@@ -250,9 +250,9 @@ async function startStacks(o, stacks, pinned, cleanups) {
 }
 
 // Start every stack and target the scenarios need, and warm each up: the cleanups
-// stop them. With o.restart, before every round (fresh processes each round:
-// an offset a stack keeps for its life becomes round-to-round noise the
-// interval sees); else once.
+// stop them. Before every round (fresh processes each round: an offset a stack
+// keeps for its life becomes round-to-round noise the interval sees); with
+// o.keepStacks, once.
 async function startAll(o, pinned, base) {
   const stacks = {};
   const cleanups = [];
@@ -319,7 +319,7 @@ async function runBench(o) {
           intervals: autoIntervals(ratios(results, o.scenarios)) });
         if (stopped) break;
       }
-      if (o.restart && round > 0) {
+      if (!o.keepStacks && round > 0) {
         await stopAll(up.cleanups, progress);
         up = await startAll(o, pinned, base);
       }

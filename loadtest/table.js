@@ -166,9 +166,11 @@ function loadtestText(doc, { wide = false } = {}) {
   ].filter((l, i, a) => !(l === '' && a[i - 1] === '')).join('\n');
 }
 
-// "3 rounds", or with --rounds auto "7 rounds (auto)".
+// "3 rounds", or with --rounds auto "7 rounds (auto)"; the A/B rounds say whether each
+// began on fresh stacks (options.restart, absent from reports older than that choice).
 function roundsText(o) {
-  return o.rounds === 'auto' ? `${o.roundsRun} rounds (auto)` : `${o.rounds} rounds`;
+  const n = o.rounds === 'auto' ? `${o.roundsRun} rounds (auto)` : `${o.rounds} rounds`;
+  return o.restart === true ? `${n}, fresh stacks each` : o.restart === false ? `${n} on the same stacks (--keep-stacks)` : n;
 }
 
 const RATIO_NOTE = 'ratios: geometric mean of the per-round ratios (95% interval over the rounds)';

@@ -12,8 +12,13 @@ const command = require('../../lib/command');
 // The options table is shared with the other load command (bin/load-options.js).
 const COMMAND = options.commandOf('bench', options.BENCH);
 
+// Without --rounds: auto for the A/B rounds (until every interval is within --width:
+// 3 rounds cannot resolve 3% on a VM of this kind, docs/benchmarks.md), 3 for the TLS
+// and overload benches, which take a number.
 function parse(argv) {
-  return options.parse('bench', options.BENCH, argv);
+  const o = options.parse('bench', options.BENCH, argv);
+  if (o.rounds === undefined) o.rounds = o.https || o.overload ? 3 : 'auto';
+  return o;
 }
 
 async function main(argv) {
@@ -22,14 +27,17 @@ async function main(argv) {
   if (command.printedHelp(COMMAND, o)) return 0;
   if (o.http2 && !o.https) throw new UsageError('--http2 is part of the TLS bench: add --https');
   const autoOnly = ['width', 'budget-s', 'max-rounds'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
-  if (o.rounds !== 'auto' && autoOnly.length) throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto: add it`);
+  if (o.rounds !== 'auto' && autoOnly.length) {
+    const fix = o.https || o.overload ? `drop ${autoOnly.map((k) => `--${k}`).join(', ')}` : `drop --rounds ${o.rounds}`;
+    throw new UsageError(`${autoOnly.map((k) => `--${k}`).join(', ')} belong${autoOnly.length > 1 ? '' : 's'} to --rounds auto (the default without --rounds): ${fix}`);
+  }
   if (o.rounds === 'auto' && (o.https || o.overload)) throw new UsageError('--rounds auto is for the plain bench; give --https and --overload a number of rounds');
   const overloadOnly = ['multiples', 'step', 'recovery', 'capacity', 'max-connections', 'protect', 'latency-budget', 'burst'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (!o.overload && overloadOnly.length) throw new UsageError(`${overloadOnly.map((k) => `--${k}`).join(', ')} belong${overloadOnly.length > 1 ? '' : 's'} to the overload bench: add --overload`);
-  if (o.overload && (o.https || o.try || o.aa || o.pin || o.restart)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart');
+  if (o.overload && (o.https || o.try || o.aa || o.pin || o.keepStacks)) throw new UsageError('bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --keep-stacks');
   if (o.pin && o.ownCore) throw new UsageError('--pin and --own-core place the same workers two ways: give one of them');
   // The TLS bench has its own fronts, clients and drivers (loadtest/README.md).
-  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin', 'restart', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+  const plainOnly = ['scenarios', 'driver', 'procs', 'cpu-rate', 'cpu-duration', 'try', 'aa', 'pin', 'keep-stacks', 'own-core'].filter((k) => argv.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
   if (o.https && plainOnly.length) {
     throw new UsageError(`bench --https runs its own fronts and clients; drop ${plainOnly.map((k) => `--${k}`).join(', ')}`);
   }
@@ -63,7 +71,7 @@ async function main(argv) {
       duration: o.duration, connections: o.connections, driver: o.driver,
       procs: o.procs, cpuRate: o.cpuRate, cpuDuration: o.cpuDuration, warmup: o.warmup, workers: o.workers,
       ...(o.try && { try: o.try }),
-      ...(o.restart && { restart: true }),
+      restart: !o.keepStacks,
       ...(pinned && { pinned }),
       ...(placement && { placement }),
       wallSeconds: Math.round((Date.now() - started) / 1000),

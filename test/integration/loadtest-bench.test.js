@@ -161,8 +161,10 @@ test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until th
   assert.equal(r.code, 0, r.stderr);
   const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
   assert.deepEqual(doc.summary.map((s) => s.scenario), ['uds', 'aa'], '--aa adds its scenario');
-  const ports = new Set(doc.results.map((x) => x.target.url));
-  assert.equal(ports.size, 2, 'aa is a stack of its own, not uds measured twice');
+  for (const round of [1, 2, 3]) {
+    const urls = doc.results.filter((x) => x.round === round).map((x) => x.target.url);
+    assert.equal(new Set(urls).size, 2, `round ${round}: aa is a stack of its own, not uds measured twice (${urls})`);
+  }
   assert.deepEqual(doc.ratios.map((x) => x.name), ['aa/uds']);
   const x = doc.ratios[0].reqPerSec;
   assert.equal(x.ci.n, 3, 'three rounds, then the cap');
@@ -173,26 +175,29 @@ test('bench --aa --rounds auto: the A/A pair in the same rounds, rounds until th
   assert.match(r.stdout, /^rounds auto: stopped after 3 rounds: the round cap \(3\) was reached; not resolved to ±0\.0%: aa\/uds req\/s/m);
   assert.match(fs.readFileSync(path.join(dir, 'b.md'), 'utf8'), /^rounds auto: stopped after 3 rounds/m);
 
-  const stray = await bench(['--width', '2']);
+  const stray = await bench(['--rounds', '3', '--width', '2']);
   assert.equal(stray.code, 2);
-  assert.equal(stray.stderr, 'tunekit: --width belongs to --rounds auto: add it\n');
+  assert.equal(stray.stderr, 'tunekit: --width belongs to --rounds auto (the default without --rounds): drop --rounds 3\n');
   const tls = await bench(['--https', '--rounds', 'auto']);
   assert.equal(tls.code, 2);
   assert.equal(tls.stderr, 'tunekit: --rounds auto is for the plain bench; give --https and --overload a number of rounds\n');
 });
 
-test('bench --restart: every round on fresh stacks (new nginx and app processes), none left after; refused by --overload', async (t) => {
+test('bench: every round on fresh stacks (new nginx and app processes) unless --keep-stacks; none left after; --keep-stacks refused by --overload', async (t) => {
   const { json, bench } = benchDir(t, 'lt-bench-restart-');
-  const r = await bench(['--scenarios', 'uds,bare', '--rounds', '3', '--restart', '--duration', '1', '--connections', '8', '--driver', 'autocannon',
-    '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json]);
+  const args = (rounds) => ['--scenarios', 'uds,bare', '--rounds', String(rounds), '--duration', '1', '--connections', '8', '--driver', 'autocannon',
+    '--procs', '1', '--cpu-rate', '0', '--warmup', '0', '--no-progress', '--json', json];
+  const pidsOf = (doc, scenario, kind) => doc.results.filter((x) => x.scenario === scenario).map((x) => x.server.pids[kind][0]);
+  const r = await bench(args(3));
   assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /3 rounds, fresh stacks each × 1 s/);
   const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
   assert.equal(doc.options.restart, true);
   for (const scenario of ['uds', 'bare']) {
     const runs = doc.results.filter((x) => x.scenario === scenario);
     assert.deepEqual(runs.map((x) => x.round), [1, 2, 3]);
-    const masters = runs.map((x) => x.server.pids.nginx[0]);
-    const primaries = runs.map((x) => x.server.pids.app[0]);
+    const masters = pidsOf(doc, scenario, 'nginx');
+    const primaries = pidsOf(doc, scenario, 'app');
     assert.equal(new Set(masters).size, 3, `${scenario}: a new nginx each round (${masters})`);
     assert.equal(new Set(primaries).size, 3, `${scenario}: a new app each round (${primaries})`);
     // Every round's processes are gone after the run.
@@ -201,9 +206,19 @@ test('bench --restart: every round on fresh stacks (new nginx and app processes)
     }
   }
   assert.equal(doc.ratios.find((x) => x.name === 'uds/bare').reqPerSec.ci.n, 3, 'the ratio is still per round');
-  const over = await bench(['--overload', '--restart']);
+
+  const kept = await bench([...args(2), '--keep-stacks']);
+  assert.equal(kept.code, 0, kept.stderr);
+  assert.match(kept.stdout, /2 rounds on the same stacks \(--keep-stacks\) × 1 s/);
+  const keptDoc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(keptDoc.options.restart, false);
+  for (const scenario of ['uds', 'bare']) {
+    assert.equal(new Set(pidsOf(keptDoc, scenario, 'nginx')).size, 1, `${scenario}: one nginx for both rounds`);
+    assert.equal(new Set(pidsOf(keptDoc, scenario, 'app')).size, 1, `${scenario}: one app for both rounds`);
+  }
+  const over = await bench(['--overload', '--keep-stacks']);
   assert.equal(over.code, 2);
-  assert.equal(over.stderr, 'tunekit: bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --restart\n');
+  assert.equal(over.stderr, 'tunekit: bench --overload runs its own three stacks; drop --https, --try, --aa, --pin and --keep-stacks\n');
 });
 
 test('bench --own-core: every run\'s server on the stacks\' CPUs, the generator on CPU 0, each round; refused beside --pin and --https', { skip: require('../../loadtest/cpu').cores() < 2 && 'needs 2 CPUs' }, async (t) => {
@@ -239,6 +254,11 @@ test('the bare cluster: the example app through the tuned nginx on its socket, s
   assert.ok(fs.statSync(stack.socketPath).isSocket());
   const { nginx, app } = stack.pids();
   assert.deepEqual(app.slice(1).sort(), [...stack.ready.workers].sort(), 'the primary and its two workers, no spare');
+  // Its workers run V8 as the runner's do: the kit's default turns the memory reducer off.
+  for (const pid of stack.ready.workers) {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    assert.ok(argv.includes('--no-memory-reducer'), `bare worker ${pid}: ${argv.join(' ')}`);
+  }
   const body = await new Promise((resolve, reject) => {
     require('node:http').get(stack.url, { agent: false }, (res) => {
       let text = '';

@@ -110,7 +110,14 @@ test('options: defaults, and errors that name the flag', () => {
   assert.throws(() => parse('loadtest', LOADTEST, ['--connections', '0']), /--connections must be a whole number >= 1/);
   assert.throws(() => parse('loadtest', LOADTEST, ['--driver', 'ab']), /--driver must be one of autocannon, wrk/);
   assert.throws(() => parse('bench', BENCH, ['--bogus']), /Unknown option '--bogus'/);
-  assert.equal(parse('bench', BENCH, []).rounds, 3);
+  // The A/B rounds run until their intervals are narrow enough, on fresh stacks each
+  // round; the TLS and overload benches take a number (3 by default).
+  const benchParse = require('../../bin/commands/bench').parse;
+  assert.deepEqual([benchParse([]).rounds, benchParse([]).keepStacks], ['auto', undefined]);
+  assert.equal(benchParse(['--https']).rounds, 3);
+  assert.equal(benchParse(['--overload']).rounds, 3);
+  assert.equal(benchParse(['--rounds', '5', '--keep-stacks']).rounds, 5);
+  assert.equal(benchParse(['--keep-stacks']).keepStacks, true);
   const auto = parse('bench', BENCH, ['--rounds', 'auto', '--width', '2', '--budget-s', '600', '--aa']);
   assert.deepEqual([auto.rounds, auto.width, auto.budgetS, auto.maxRounds, auto.aa], ['auto', 2, 600, 20, true]);
   assert.throws(() => parse('bench', BENCH, ['--rounds', 'some']), /--rounds must be a whole number >= 1 \(got "some"\)/);
