@@ -11,8 +11,8 @@
 // starts the runner, and reads the same "ready" line. From app.json it takes
 // what the runner's workers take: the unix: listen path, the worker count, the
 // module (loaded through app/load.js, the runner's own loader: the example app
-// when none is named, so the same handler), its workers' Node flags (app/cluster.js
-// workerExecArgv: the memory reducer, the semi-space bound), the backlog and the three server
+// when none is named, so the same handler), its workers' Node flags (app/worker-flags.js,
+// the runner's: the memory reducer, the semi-space bound), the backlog and the three server
 // timeouts — set once per server, no work per request, and the same values keep
 // Node's idle timeout above nginx's upstream keepalive_timeout (the keep-alive
 // 502 race). Node built-ins only.
@@ -99,7 +99,7 @@ function primary(s) {
   process.on('SIGINT', () => stop(0));
   // The runner's flags for its workers from the same app.json (the perf map, the
   // semi-space bound, the memory reducer off): V8 run the same way on both sides.
-  const { workerExecArgv } = require(path.join(__dirname, '..', 'app', 'cluster.js'));
+  const { workerExecArgv } = require(path.join(__dirname, '..', 'app', 'worker-flags.js'));
   cluster.setupPrimary({ execArgv: workerExecArgv(s) });
   for (let i = 0; i < s.workers; i++) live.add(cluster.fork());
 }
