@@ -6,6 +6,7 @@ const MSG = Object.freeze({
   WANT_LISTEN: 'want-listen', // worker → primary: loaded, give me a listener
   LISTEN: 'listen', //           primary → worker: { via: 'handle' | 'cluster', address? } (+ handle)
   ACCEPT_MORE: 'accept-more', // primary → worker: (+ handle) another descriptor of the socket LISTEN sent, to accept through too
+  ACCEPT_MORE_WANTED: 'accept-more-wanted', // worker → primary: { n }: it closed n of those (app/accepts.js), send n fresh ones
   LISTENING: 'listening', //     worker → primary: accepting; { source } names the app module
   FATAL: 'fatal', //             worker → primary: { error, open } before it exits 1 (open: requests it had open)
   DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit

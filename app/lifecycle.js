@@ -107,6 +107,10 @@ function onMessage(p, info, msg) {
     p.sendListener(info);
     return;
   }
+  if (msg.tunekit === MSG.ACCEPT_MORE_WANTED) {
+    sendAcceptMore(p, info, msg.n);
+    return;
+  }
   if (msg.tunekit === MSG.LISTENING) {
     clearTimeout(info.startTimer);
     p.startTimeouts = 0;
@@ -134,9 +138,21 @@ function sendListener(p, info) {
     return;
   }
   send({ tunekit: MSG.LISTEN, via: 'handle', address: b.path }, b.handle);
-  // Each send of a handle is a new descriptor in the worker (SCM_RIGHTS): libuv
-  // accepts one connection per descriptor per turn (tunekit_app_accepts_per_turn).
-  for (let k = 1; k < p.s.acceptsPerTurn; k++) send({ tunekit: MSG.ACCEPT_MORE }, b.handle);
+  sendAcceptMore(p, info, p.s.acceptsPerTurn - 1);
+}
+
+/**
+ * n more descriptors of the worker's listening socket: each send of a handle is a
+ * new descriptor in the worker (SCM_RIGHTS), and libuv accepts one connection per
+ * descriptor per turn (tunekit_app_accepts_per_turn; the worker opens them while
+ * its loop turns slowly, app/accepts.js). Never more than the setting allows, and
+ * none to a worker that is leaving or listens through Node's cluster.
+ */
+function sendAcceptMore(p, info, n) {
+  const b = info.listener;
+  if (!b || !b.handle || info.state === 'retiring' || p.state === 'stopping' || !info.worker.isConnected()) return;
+  const count = Math.min(Number.isInteger(n) ? n : 0, p.s.acceptsPerTurn - 1);
+  for (let k = 0; k < count; k++) info.worker.send({ tunekit: MSG.ACCEPT_MORE }, b.handle, () => {});
 }
 
 /**

@@ -24,6 +24,7 @@ const metrics = require('./metrics');
 const { listenMetrics, instanceEndpoint } = require('./metrics-server');
 const address = require('./address');
 const shed = require('./shed');
+const { createAccepts } = require('./accepts');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -33,8 +34,12 @@ let server = null;
 let settings = null;
 let meter = null; // app/metrics.js, when settings.metrics
 let draining = false;
-// More descriptors of the listening socket (acceptMore, tunekit_app_accepts_per_turn).
-const acceptors = [];
+// More descriptors of the listening socket (acceptMore, tunekit_app_accepts_per_turn),
+// opened only while the loop turns slowly (app/accepts.js).
+const accepts = createAccepts({
+  listen: acceptThrough,
+  ask: (n) => process.send({ tunekit: MSG.ACCEPT_MORE_WANTED, n }, undefined, () => {}),
+});
 let dying = false;
 
 const log = makeLogger(process.stdout, formatFor(), { worker: cluster.worker ? cluster.worker.id : 0 });
@@ -94,6 +99,7 @@ function fatal(err, where) {
  */
 function failOpenRequests() {
   if (server && server.listening) net.Server.prototype.close.call(server);
+  accepts.end();
   const answered = [];
   for (const socket of sockets) {
     const res = openResponse(socket);
@@ -204,7 +210,7 @@ function readFilesLimit() {
 function watchFiles() {
   try {
     // Connections and the extra listening descriptors (acceptMore) are counted live.
-    files.baseline = fs.readdirSync('/proc/self/fd').length - sockets.size - acceptors.length;
+    files.baseline = fs.readdirSync('/proc/self/fd').length - sockets.size - accepts.descriptors;
   } catch {
     return; // no procfs: not watched
   }
@@ -218,11 +224,12 @@ function watchFiles() {
  */
 function serving() {
   watchFiles();
+  if (managed) accepts.start();
   if (meter) metrics.watchLoop(meter);
 }
 
 function countFiles() {
-  const open = files.baseline + acceptors.length + sockets.size;
+  const open = files.baseline + accepts.descriptors + sockets.size;
   if (open < files.limit) return;
   files.hits += 1;
   const now = Date.now();
@@ -397,16 +404,12 @@ function listenOnHandle(srv, handle, backlog, pipeName, onListening) {
 }
 
 /**
- * One more descriptor of the listening socket to accept through. Since libuv 1.45
- * (Node 20) a listening handle accepts one connection per turn of the event loop
- * (https://github.com/libuv/libuv/pull/3696); a worker busy with many keep-alive
- * connections turns a few times a second, and new connections then wait in the
- * accept queue past their client's timeout (docs/overload.md, "One accept per
- * turn"). Each descriptor accepts one per turn too, so N of them accept up to N.
- * A connection accepted here is handed to the server as Node documents for
- * http.Server ('connection' emitted by the user): the server's timeouts, request
- * listeners and connection tracking all apply; the socket counts on this
- * acceptor, whose close() waits for it in drain().
+ * One more descriptor of the listening socket, held by app/accepts.js and opened
+ * while the worker's loop turns slowly: each descriptor accepts one connection per
+ * turn, so N of them accept up to N. A connection accepted here is handed to the
+ * server as Node documents for http.Server ('connection' emitted by the user): the
+ * server's timeouts, request listeners and connection tracking all apply; the
+ * socket counts on this acceptor, whose close() waits for it (drain).
  */
 function acceptMore(handle) {
   if (!handle) return;
@@ -414,11 +417,15 @@ function acceptMore(handle) {
     handle.close();
     return;
   }
+  accepts.add(handle);
+}
+
+function acceptThrough(handle) {
   const acceptor = new net.Server();
   acceptor.on('connection', (socket) => server.emit('connection', socket));
   acceptor.on('error', (err) => fatal(err, 'server'));
   listenOnHandle(acceptor, handle, settings.backlog, null, () => {});
-  acceptors.push(acceptor);
+  return acceptor;
 }
 
 /**
@@ -516,14 +523,14 @@ function drain() {
   // keep-alive connections at once, racing a client that is sending its next
   // request on one. Stop accepting now, on every descriptor; the callback runs
   // once the last connection has closed (each counts where it was accepted).
-  let open = 1 + acceptors.length;
+  let open = 2;
   const closed = () => {
     if (--open > 0) return;
     if (!managed) log('info', 'worker-drained', { ms: Date.now() - started });
     process.exit(0);
   };
   net.Server.prototype.close.call(server, closed);
-  for (const acceptor of acceptors) acceptor.close(closed);
+  accepts.end().then(closed);
   // Busy connections close after their current response: one that began before
   // the drain (an SSE stream the app ends on tunekit:drain) was sent keep-alive, so
   // its connection is closed once it is done; those after it say Connection: close.

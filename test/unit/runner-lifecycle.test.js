@@ -65,6 +65,25 @@ test('ready once every slot\'s worker listens on the bound handle; then one spar
   assert.deepEqual(forked[2].sent, [], 'a spare gets no listener until a worker dies');
 });
 
+test('a worker that closed its extra descriptors gets as many fresh ones, never more than the setting, none once it drains', async (t) => {
+  const { p, forked } = startPrimary(t);
+  forked.forEach(listens);
+  const w = forked[0];
+  const more = { msg: { tunekit: MSG.ACCEPT_MORE }, handle: p.bound[0].handle };
+  w.sent.length = 0;
+  say(w, MSG.ACCEPT_MORE_WANTED, { n: 5 });
+  assert.deepEqual(w.sent, Array(5).fill(more));
+  w.sent.length = 0;
+  say(w, MSG.ACCEPT_MORE_WANTED, { n: 1000 });
+  assert.equal(w.sent.length, p.s.acceptsPerTurn - 1, 'capped at tunekit_app_accepts_per_turn - 1');
+  w.sent.length = 0;
+  say(w, MSG.ACCEPT_MORE_WANTED, { n: 'x' });
+  assert.deepEqual(w.sent, [], 'a malformed count sends nothing');
+  p.slots[0].current.state = 'retiring';
+  say(w, MSG.ACCEPT_MORE_WANTED, { n: 3 });
+  assert.deepEqual(w.sent, [], 'a retiring worker gets none');
+});
+
 test('a dead worker\'s slot goes to the waiting spare at once; a new spare follows', async (t) => {
   const { p, log, forked } = startPrimary(t);
   forked.forEach(listens);
