@@ -41,17 +41,14 @@ function createAccepts({ listen, ask, now = Date.now, slowTurnMs = SLOW_TURN_MS,
   let lastSlow = -Infinity;
   let ended = false;
   let timer = null;
-  const stats = { widened: 0, narrowed: 0 };
 
   function widen() {
     wide = true;
-    stats.widened += 1;
     while (held.length) open.push(listen(held.shift()));
   }
 
   function narrow() {
     wide = false;
-    stats.narrowed += 1;
     const n = open.length;
     for (const acceptor of open.splice(0)) {
       closing.add(acceptor);
@@ -61,7 +58,6 @@ function createAccepts({ listen, ask, now = Date.now, slowTurnMs = SLOW_TURN_MS,
   }
 
   return {
-    stats,
     /** A descriptor from the primary. */
     add(handle) {
       if (ended) {
