@@ -295,7 +295,7 @@ const cost = (st, arms, rounds, opens) => opens * st.openS + rounds * arms * st.
 /** The least budget for one step of the search (its first rounds) and the confirmation. */
 function minimumBudgetS(o) {
   const st = { openS: GUESS_OPEN_S, runS: o.durationS + RUN_OVERHEAD_S };
-  return Math.ceil(cost(st, 2, o.minRounds, 2) + cost(st, 2, o.confirmRounds, 0));
+  return Math.ceil(cost(st, 2, o.minRounds, 2) + cost(st, 2, o.confirmRounds, 2));
 }
 
 function newState(o, io) {
@@ -313,7 +313,7 @@ function newState(o, io) {
     noise: [],
     stoppedBy: 'converged',
   };
-  st.reserveS = () => cost(st, 2, o.confirmRounds, 0);
+  st.reserveS = () => cost(st, 2, o.confirmRounds, 2);
   st.fits = (seconds, reserve = true) => io.now() + (seconds + (reserve ? st.reserveS() : 0)) * 1000 <= st.deadline;
   st.atS = () => (io.now() - st.t0) / 1000;
   return st;
@@ -400,11 +400,35 @@ async function compare(arms, st, io, o, ctx) {
   return { verdicts: verdicts(), rejected };
 }
 
-// One step (`phase` 'screen' or 'descent'): the incumbent against the candidates in
-// `cands` (values differing in one variable). Returns the challenger that won every
-// round beyond the spread (the largest median gain among such), or null.
+// The incumbent's stack for a step: the one started first to see that the app starts
+// (st.ready, the start values', used once), else a new one. Never the stack of an
+// earlier step: a stack keeps for its whole life whatever state its start drew, and one
+// that drew a fast one would beat every challenger step after step (measured: a stack
+// of one app worker served 67,000-75,000 req/s through a whole search, as fast as the
+// grid's best, and new stacks of the same values 41,000-44,000; docs/tuning.md).
+async function incumbentArm(inc, st, io, o) {
+  const ready = st.ready;
+  st.ready = null;
+  if (ready && idOf(ready.values) === idOf(inc.values)) return ready;
+  if (ready) await io.close(ready.arm);
+  return openArm(st, io, inc.values, o.start);
+}
+
+// One step (`phase` 'screen' or 'descent'): the incumbent ({ values, entry }) against
+// the candidates in `cands` (values differing in one variable), each on a stack started
+// for this step, the incumbent's too; every one is closed when the step ends. Returns
+// the challenger that won every round beyond the spread (winner()), or null.
 async function step(dim, inc, cands, st, io, o, phase) {
-  const arms = [inc];
+  const arms = [await incumbentArm(inc, st, io, o)];
+  try {
+    return await stepOn(arms, dim, cands, st, io, o, phase);
+  } finally {
+    for (const a of arms) await io.close(a.arm);
+  }
+}
+
+async function stepOn(arms, dim, cands, st, io, o, phase) {
+  const inc = arms[0];
   for (const c of cands) {
     try {
       arms.push(await openArm(st, io, c.values, o.start));
@@ -430,10 +454,9 @@ async function step(dim, inc, cands, st, io, o, phase) {
     challengers: cands.map((c) => ({ value: c.value, label: entry(st, c.values, o.start).label, verdict: c.verdict || null })),
     kept: best ? best.entry.label : inc.entry.label, changed: Boolean(best),
   });
-  // The winner's stack stays open: it is the next step's incumbent (`best` is a copy
-  // of its arm's record, so the stack is what identifies it).
-  for (const a of challengers) if (!best || a.arm !== best.arm) await io.close(a.arm);
-  return best && { ...best, value: cands.find((c) => c.values === best.values).value, dir: cands.find((c) => c.values === best.values).dir };
+  if (!best) return null;
+  const { value, dir } = cands.find((c) => c.values === best.values);
+  return { values: best.values, entry: best.entry, value, dir };
 }
 
 /**
@@ -534,8 +557,8 @@ function fitting(cands, st, o) {
  * The screen: one step per variable with its far values (screenValues), a winner
  * taken at once. Returns the incumbent and each variable's effect (effectOf).
  */
-async function screen(startArm, st, io, o) {
-  let inc = startArm;
+async function screen(start, st, io, o) {
+  let inc = start;
   const effects = new Map();
   for (const dim of SPACE) {
     if (!varies(dim, inc.values, o.vary)) continue;
@@ -549,9 +572,7 @@ async function screen(startArm, st, io, o) {
     if (!cands) return { inc, effects };
     const won = await step(dim, inc, cands, st, io, o, 'screen');
     effects.set(dim.name, effectOf(st.steps[st.steps.length - 1]));
-    if (!won) continue;
-    if (inc !== startArm) await io.close(inc.arm);
-    inc = won;
+    if (won) inc = won;
   }
   return { inc, effects };
 }
@@ -561,7 +582,7 @@ async function screen(startArm, st, io, o) {
  * order of the effect the screen saw (`effects`: largest first, SPACE order among
  * equals); returns the incumbent at the end.
  */
-async function descend(startArm, from, effects, st, io, o) {
+async function descend(from, effects, st, io, o) {
   let inc = from;
   const effect = (dim) => effects.get(dim.name) || 0;
   const order = [...SPACE].sort((a, b) => effect(b) - effect(a));
@@ -575,7 +596,6 @@ async function descend(startArm, from, effects, st, io, o) {
         if (!cands) return inc;
         const won = await step(dim, inc, cands, st, io, o, 'descent');
         if (!won) break;
-        if (inc !== startArm) await io.close(inc.arm);
         inc = won;
         moved = true;
         // Follow a winner further the way it went.
@@ -590,10 +610,11 @@ async function descend(startArm, from, effects, st, io, o) {
 
 /**
  * The winner against the start values in confirmRounds counted rounds (reserved from
- * the budget). Recommended only if it beat them in every one beyond the spread.
+ * the budget), both on stacks started for it, as a deployment starts them: the search's
+ * stacks are closed. Recommended only if it beat them in every one beyond the spread.
  */
-async function confirm(startArm, best, st, io, o) {
-  if (best === startArm) {
+async function confirm(start, best, st, io, o) {
+  if (idOf(best.values) === idOf(start.values)) {
     const counted = st.trials.filter((t) => !t.rejected).length;
     const most = Math.max(0, ...st.trials.map((t) => t.otherShare));
     const why = st.trials.length && !counted
@@ -604,7 +625,16 @@ async function confirm(startArm, best, st, io, o) {
   }
   const what = `confirmation: ${best.entry.label} vs the start values`;
   const ctx = { step: 'confirmation', what, minRounds: o.confirmRounds, maxRounds: o.confirmRounds, reserve: false };
-  const { verdicts, rejected } = await compare([startArm, best], st, io, o, ctx);
+  const arms = [];
+  let result;
+  try {
+    arms.push(await incumbentArm(start, st, io, o));
+    arms.push(await openArm(st, io, best.values, o.start));
+    result = await compare(arms, st, io, o, ctx);
+  } finally {
+    for (const a of arms) await io.close(a.arm);
+  }
+  const { verdicts, rejected } = result;
   const v = verdicts[0];
   const recommend = v.rounds === o.confirmRounds && v.wins;
   let why = null;
@@ -624,14 +654,15 @@ async function confirm(startArm, best, st, io, o) {
  */
 async function tune(o, io) {
   const st = newState(o, io);
-  const startArm = await openArm(st, io, o.start, o.start);
-  const open = [startArm];
+  // Started first, to see that the app starts with the start values; the first step
+  // measures on it (incumbentArm).
+  st.ready = await openArm(st, io, o.start, o.start);
+  const start = { values: st.ready.values, entry: st.ready.entry };
   try {
-    const screened = await screen(startArm, st, io, o);
-    const best = st.stoppedBy === 'budget' ? screened.inc : await descend(startArm, screened.inc, screened.effects, st, io, o);
-    if (best !== startArm) open.push(best);
-    const confirmation = await confirm(startArm, best, st, io, o);
-    const chosen = confirmation.recommend ? best : startArm;
+    const screened = await screen(start, st, io, o);
+    const best = st.stoppedBy === 'budget' ? screened.inc : await descend(screened.inc, screened.effects, st, io, o);
+    const confirmation = await confirm(start, best, st, io, o);
+    const chosen = confirmation.recommend ? best : start;
     return {
       objective: o.objective,
       start: o.start,
@@ -649,7 +680,7 @@ async function tune(o, io) {
       unmet: !st.trials.some((t) => t.meets),
     };
   } finally {
-    for (const a of open) await io.close(a.arm);
+    if (st.ready) await io.close(st.ready.arm);
   }
 }
 

@@ -46,7 +46,9 @@ function trueRps(v, pool = POOL) {
 // The fake io: measures trueRps × (1 ± noise), the noise cycling through a fixed
 // pattern; `others(n)` is the other-load share of run n; the clock advances 4 s per
 // stack start and durationS + 1 s per run.
-function fakeIo({ rps = (v) => trueRps(v), noise = [0.01, -0.01, 0.005, -0.005], others = () => 0, check = (v) => refusals(v, null), meets = () => true } = {}, o) {
+// `luck(values, nth)`: a factor one stack keeps for its whole life (nth: the stacks of
+// these values started before it), as a real stack keeps the state its start drew.
+function fakeIo({ rps = (v) => trueRps(v), noise = [0.01, -0.01, 0.005, -0.005], others = () => 0, check = (v) => refusals(v, null), meets = () => true, luck = () => 1 } = {}, o) {
   let clock = 0;
   let n = 0;
   const opened = [];
@@ -59,8 +61,8 @@ function fakeIo({ rps = (v) => trueRps(v), noise = [0.01, -0.01, 0.005, -0.005],
     check,
     async open(values) {
       clock += 4000;
+      const arm = { values, luck: luck(values, opened.filter((v) => T.idOf(v) === T.idOf(values)).length) };
       opened.push(values);
-      const arm = { values };
       live.add(arm);
       return arm;
     },
@@ -68,7 +70,7 @@ function fakeIo({ rps = (v) => trueRps(v), noise = [0.01, -0.01, 0.005, -0.005],
       // A closed stack refuses every connection (the real io measures 0 req/s then).
       if (!live.has(arm)) throw new Error(`measured ${T.labelOf(arm.values, o.start)} after its stack was closed`);
       clock += (o.durationS + 1) * 1000;
-      const value = rps(arm.values, clock) * (1 + noise[n % noise.length]);
+      const value = rps(arm.values, clock) * arm.luck * (1 + noise[n % noise.length]);
       const share = others(n);
       n++;
       return { value, p99Us: 5000, meets: meets(arm.values, n - 1), achievedRate: null, otherShare: share, result: { otherCores: share * CORES } };
@@ -99,6 +101,30 @@ test('from poor values the search screens, then climbs one variable at a time to
   // The confirmation: every counted round beyond the spread.
   assert.equal(t.confirmation.rounds, 3);
   assert.ok(t.confirmation.verdict.gains.every((g) => g > 1 + t.confirmation.verdict.margin));
+  assert.equal(io.live.size, 0, 'every stack it started is closed');
+});
+
+test('a stack that drew a fast state does not hold the search: every step starts the incumbent anew, and the confirmation both', async () => {
+  // As measured (docs/tuning.md, 2026-12-06 run 3): one stack of a pool of 16 served
+  // 1.7 times what new stacks of its values served, for its whole life. Here the first
+  // stack started with a pool of 16 or more serves 1.9 times its values' speed: it wins
+  // its step, and as the incumbent of the next ones it would beat every challenger.
+  const o = options();
+  let lucky = false;
+  const luck = (v) => {
+    if (lucky || v.tunekit_nginx_upstream_keepalive < 16) return 1;
+    lucky = true;
+    return 1.9;
+  };
+  const io = fakeIo({ luck }, o);
+  const t = await T.tune(o, io);
+  assert.ok(lucky, 'a lucky stack was started');
+  assert.equal(t.recommend, true, t.confirmation.why);
+  assert.ok(trueRps(t.recommended) >= 0.95 * 20000, `recommended ${T.labelOf(t.recommended, POOR)}: ${trueRps(t.recommended)} of the best 20000`);
+  // Every step measured its incumbent on a stack of its own: as many starts of the
+  // incumbents' values as steps, and one more of each side for the confirmation.
+  const starts = (values) => io.opened.filter((v) => T.idOf(v) === T.idOf(values)).length;
+  assert.equal(starts(POOR), 1 + t.steps.filter((s) => s.incumbent === 'start values').length);
   assert.equal(io.live.size, 0, 'every stack it started is closed');
 });
 
@@ -367,7 +393,8 @@ test('the load\'s connections: no candidate with worker_connections too few for 
     const o = options({ budgetS: 420, connections, vary: T.SPACE.slice(0, 4).map((d) => d.name) });
     const io = fakeIo({ rps }, o);
     const t = await T.tune(o, io);
-    return { t, candidates: io.opened.slice(1) };
+    // The start values are the user's, started for the first step and the confirmation.
+    return { t, candidates: io.opened.filter((v) => T.idOf(v) !== T.idOf(o.start)) };
   };
   const blind = await started(undefined);
   assert.ok(blind.candidates.some((v) => v.tunekit_nginx_worker_connections === 64), 'without the load, candidates keep 64');
