@@ -128,6 +128,24 @@ const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((name) => !(SCENARIOS[na
 const RATIOS = Object.entries(SCENARIOS).sort(([, x], [, y]) => Boolean(y.headline) - Boolean(x.headline))
   .flatMap(([a, s]) => (s.versus || []).map((b) => [a, b, (s.targets || {})[b] || null]));
 
+// The scenarios whose ratio to uds has the tightest bound, nearest first: each round
+// runs them next to uds (roundUnits), so a VM that slows for some minutes moves both
+// runs of the pair together. Measured: in a slow spell of about nine minutes, the A/A
+// pair, 3 to 6 runs apart then, came out at 0.89-1.07 in five rounds (docs/benchmarks.md).
+const NEAR_UDS = ['aa', 'try', 'bare', 'metrics-off'];
+
+/**
+ * The units of a round's order (stats.roundOrder): uds and those of NEAR_UDS that run
+ * as one block, placed by turns right and left of uds (aa, bare at one slot, metrics-off
+ * at two; with try: aa and try at one); every other scenario a unit of its own.
+ */
+function roundUnits(names) {
+  if (!names.includes('uds')) return names;
+  const block = ['uds'];
+  NEAR_UDS.filter((n) => names.includes(n)).forEach((n, i) => (i % 2 ? block.unshift(n) : block.push(n)));
+  return names.flatMap((n) => (n === 'uds' ? [block] : block.includes(n) ? [] : [n]));
+}
+
 /** The stack a scenario runs on: its own, or the one it borrows for this driver. */
 function stackOf(name, driver) {
   const s = SCENARIOS[name];
@@ -325,7 +343,7 @@ async function runBench(o) {
       }
       const { targets } = up;
       const of = auto ? `${round + 1} (auto, at most ${auto.maxRounds})` : `${round + 1}/${o.rounds}`;
-      for (const name of roundOrder(o.scenarios, round)) {
+      for (const name of roundOrder(roundUnits(o.scenarios), round)) {
         progress.start(`round ${of} ${name} saturation (${o.driver})`, o.duration);
         const sat = await measure(targets[name], { ...base, mode: 'saturation', duration: o.duration });
         progress.done();
@@ -351,4 +369,4 @@ async function runBench(o) {
 }
 
 module.exports = {
-  stockDescribe, runBench, summarise, ratios, autoIntervals, stacksFor, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET, AUTO_MIN_ROUNDS };
+  stockDescribe, runBench, summarise, ratios, autoIntervals, stacksFor, roundUnits, SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET, AUTO_MIN_ROUNDS };

@@ -23,11 +23,14 @@ function ratio(a, b) {
 
 // Round orders: round r starts with scenario r (mod n), so each scenario
 // leads once every n rounds, and odd rounds run the list backwards, so the
-// neighbours change too (with two scenarios: AB, BA, AB, …).
+// neighbours change too (with two scenarios: AB, BA, AB, …). An entry may be a
+// list of names (a block): it rotates as one, so its names stay next to each other
+// in every round (reversed in odd rounds) and a ratio between two of them is taken
+// between runs seconds apart, not minutes.
 function roundOrder(names, round) {
   const n = names.length;
   const shift = round % 2 ? round + 1 : round;
-  const rotated = names.map((_, i) => names[(i + shift) % n]);
+  const rotated = names.flatMap((_, i) => names[(i + shift) % n]);
   return round % 2 ? rotated.reverse() : rotated;
 }
 

@@ -5,8 +5,9 @@
 // Method (docs/tuning.md says why): a screen, then coordinate descent over SPACE. Each
 // step measures challengers that differ from the current best (the incumbent) in one
 // variable, each started as a stack of its own, in the same interleaved rounds as the
-// incumbent, the order rotated per round (stats.roundOrder), as the bench does. A round
-// in which other processes kept too many cores busy is rejected and not counted. A
+// incumbent (its stack started anew for the step: incumbentArm), the order rotated per
+// round (stats.roundOrder), as the bench does. A round in which other processes kept
+// too many cores busy is rejected and not counted. A
 // challenger replaces the incumbent only if it wins EVERY counted round by more than
 // the spread (the larger of the two arms' own relative spreads over these rounds, and
 // at least the machine's noise as measured so far in this run: noiseFloor), and the

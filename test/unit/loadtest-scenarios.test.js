@@ -6,7 +6,8 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const { SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET, stacksFor, ratios } = require('../../loadtest/scenarios');
+const { SCENARIOS, DEFAULT_SCENARIOS, RATIOS, BARE_PROGRAM, COST_TARGET, stacksFor, ratios, roundUnits } = require('../../loadtest/scenarios');
+const { roundOrder } = require('../../loadtest/stats');
 const { targetLines } = require('../../loadtest/table');
 const { BENCH } = require('../../bin/load-options');
 
@@ -83,4 +84,19 @@ test('ratios(): uds/bare per round, its target carried to the report and judged 
     'uds/bare req/s 1.00 (1.00–1.00, 95%) (target ≥ 0.97: met)',
     'uds/bare server µs/req 1.00 (1.00–1.00, 95%) (target ≤ 1.03: met)',
   ]);
+});
+
+test('every round runs the A/A pair and the runner-cost pairs next to uds: aa and bare one slot away, metrics-off two, try one', () => {
+  const gap = (order, a, b) => Math.abs(order.indexOf(a) - order.indexOf(b));
+  for (const names of [[...DEFAULT_SCENARIOS, 'aa'], [...DEFAULT_SCENARIOS, 'try', 'aa'], [...DEFAULT_SCENARIOS]]) {
+    for (let r = 0; r < 2 * names.length; r++) {
+      const order = roundOrder(roundUnits(names), r);
+      assert.deepEqual([...order].sort(), [...names].sort(), 'every scenario once a round');
+      if (names.includes('aa')) assert.equal(gap(order, 'aa', 'uds'), 1, order.join(' '));
+      if (names.includes('try')) assert.equal(gap(order, 'try', 'uds'), 1, order.join(' '));
+      assert.ok(gap(order, 'bare', 'uds') <= 2 && gap(order, 'metrics-off', 'uds') <= 2, order.join(' '));
+    }
+  }
+  // Without uds there is no block: the plain rotation.
+  assert.deepEqual(roundUnits(['stock', 'tcp']), ['stock', 'tcp']);
 });

@@ -32,6 +32,20 @@ test('every round runs every scenario once, and the first one changes each round
   assert.notDeepEqual(roundOrder(['a', 'b'], 0), roundOrder(['a', 'b'], 1));
 });
 
+test('a block rotates as one: its names stay next to each other in every round, in both directions', () => {
+  const units = ['a', ['x', 'y', 'z'], 'b', 'c'];
+  const firsts = new Set();
+  for (let r = 0; r < 8; r++) {
+    const order = roundOrder(units, r);
+    assert.deepEqual([...order].sort(), ['a', 'b', 'c', 'x', 'y', 'z']);
+    assert.equal(Math.abs(order.indexOf('x') - order.indexOf('y')), 1, order.join(' '));
+    assert.equal(Math.abs(order.indexOf('y') - order.indexOf('z')), 1, order.join(' '));
+    firsts.add(order[0]);
+  }
+  // Each unit leads once every four rounds, the block from its far end when reversed.
+  assert.deepEqual(firsts, new Set(['a', 'b', 'c', 'z']));
+});
+
 test('connections and rates split over generator processes add up', () => {
   assert.deepEqual(split(50, 2), [25, 25]);
   assert.deepEqual(split(7, 3), [3, 2, 2]);
