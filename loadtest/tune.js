@@ -554,26 +554,42 @@ function fitting(cands, st, o) {
   return null;
 }
 
+// Passes of the screen at most: a second only after the first moved a value.
+const SCREEN_PASSES = 2;
+
 /**
  * The screen: one step per variable with its far values (screenValues), a winner
- * taken at once. Returns the incumbent and each variable's effect (effectOf).
+ * taken at once; then, if that moved a value, once more from the new values. A
+ * variable screened before a later one moved was judged under values that no longer
+ * hold, and the descent alone walks back from a far value one rung at a time, each
+ * rung a small difference the noise can hide: from poor values (an upstream pool of
+ * one) two app workers and four served alike, four was taken, and with the pool at
+ * 1,024 the descent's one rung (three workers) stayed unclear, so the search ended at
+ * four, 0.82 of the grid's best (docs/tuning.md, 2026-12-06). The second pass skips
+ * what it has already measured against these values (a variable screened after the
+ * last move). Returns the incumbent and each variable's effect (effectOf) as its
+ * latest step saw it.
  */
 async function screen(start, st, io, o) {
   let inc = start;
   const effects = new Map();
-  for (const dim of SPACE) {
-    if (!varies(dim, inc.values, o.vary)) continue;
-    const allowed = (v) => {
-      const values = { ...inc.values, ...dim.patch(v, inc.values, o.cores) };
-      return !refusalsOf(values, io, o).length || Boolean(repaired(values, dim, io, o));
-    };
-    let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
-    if (!cands.length) continue;
-    cands = fitting(cands, st, o);
-    if (!cands) return { inc, effects };
-    const won = await step(dim, inc, cands, st, io, o, 'screen');
-    effects.set(dim.name, effectOf(st.steps[st.steps.length - 1]));
-    if (won) inc = won;
+  for (let pass = 0; pass < SCREEN_PASSES; pass++) {
+    const from = inc;
+    for (const dim of SPACE) {
+      if (!varies(dim, inc.values, o.vary)) continue;
+      const allowed = (v) => {
+        const values = { ...inc.values, ...dim.patch(v, inc.values, o.cores) };
+        return !refusalsOf(values, io, o).length || Boolean(repaired(values, dim, io, o));
+      };
+      let cands = candidates(dim, inc, st, io, o, screenValues(dim, dim.read(inc.values, o.cores), o.cores, allowed));
+      if (!cands.length) continue;
+      cands = fitting(cands, st, o);
+      if (!cands) return { inc, effects };
+      const won = await step(dim, inc, cands, st, io, o, 'screen');
+      effects.set(dim.name, effectOf(st.steps[st.steps.length - 1]));
+      if (won) inc = won;
+    }
+    if (inc === from) break;
   }
   return { inc, effects };
 }

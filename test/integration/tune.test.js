@@ -21,7 +21,7 @@ const { allInFlight, oneWorker } = require('../../loadtest/held-requests');
 
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'bin/tunekit.js');
-const BUDGET_S = 40;
+const BUDGET_S = 50;
 // Beyond the budget: the CLI's own start, and stopping the stacks (each drains its app).
 const AFTER_BUDGET_S = 45;
 
@@ -79,7 +79,7 @@ test('an app that does not load: one line naming --app, exit 2, nothing written'
   fs.writeFileSync(app, "throw new Error('the database URL is not set');\n");
   const out = path.join(dir, 'out');
   fs.mkdirSync(out);
-  const r = await tunekit(['tune', '--app', app, '--budget', '40s', '--duration', '1', '--out', path.join(out, 't.yml'), '--report', out, '--no-progress']);
+  const r = await tunekit(['tune', '--app', app, '--budget', '50s', '--duration', '1', '--out', path.join(out, 't.yml'), '--report', out, '--no-progress']);
   assert.equal(r.code, 2, r.out);
   assert.match(r.stderr, /^tunekit: --app .*broken\.js: the app did not start behind the stack \(.*\); run it alone to see why: tunekit run /);
   assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
@@ -88,7 +88,7 @@ test('an app that does not load: one line naming --app, exit 2, nothing written'
 
 test('a p99 bound no run meets: one line with the lowest p99 measured, exit 2, nothing written', async (t) => {
   const dir = tempDir(t);
-  const r = await tunekit(['tune', '--p99', '1us', '--budget', '40s', '--duration', '1', '--connections', '8', '--other-load', '1',
+  const r = await tunekit(['tune', '--p99', '1us', '--budget', '50s', '--duration', '1', '--connections', '8', '--other-load', '1',
     '--out', path.join(dir, 't.yml'), '--report', dir, '--no-progress']);
   assert.equal(r.code, 2, r.out);
   assert.match(r.stderr, /^tunekit: no candidate met the objective in any run \(p99 <= 1 µs with zero errors; the lowest p99 measured was \d+ µs\); raise --p99/);

@@ -246,12 +246,33 @@ test('a large difference one rung away is lost in the noise; the screen finds it
   const t = await T.tune(o, io);
   const varied = t.steps.filter((s) => s.phase === 'screen').map((s) => s.variable);
   assert.deepEqual(varied.slice(0, 4), T.SPACE.slice(0, 4).map((d) => d.name), 'one screen step per variable first, in SPACE order');
-  assert.ok(t.steps.findIndex((s) => s.phase === 'descent') > varied.length - 1, 'the descent after the screen');
+  const descent = t.steps.findIndex((s) => s.phase === 'descent');
+  assert.ok(descent === -1 || descent === varied.length, 'the descent, if the budget leaves room for it, after the screen');
   const screened = t.steps.find((s) => s.phase === 'screen' && s.variable === 'tunekit_nginx_upstream_keepalive');
   assert.ok(screened.challengers.some((c) => c.value >= 64), screened.challengers.map((c) => c.value).join(', '));
   assert.equal(t.recommend, true, t.confirmation.why);
   assert.ok(t.elapsedS <= 420, `${t.elapsedS} s`);
   assert.ok(rps(t.recommended) >= 0.9 * best, `${T.labelOf(t.recommended, POOR)} serves ${Math.round(rps(t.recommended))} of the best ${Math.round(best)}`);
+});
+
+test('a value the screen took under poor values is screened again once a later variable moved: the far value it should have taken is found', async () => {
+  // As measured from poor values (docs/tuning.md, 2026-12-06 run 3): with an upstream
+  // pool of one, four app workers served about what two did and were taken; with the
+  // pool at 1,024 two serve 1.25 times four, three 1.11 times, and the descent's one
+  // rung (three) stays inside the noise. Without a second pass of the screen the
+  // search ends at four.
+  const workers = (v) => (v.tunekit_nginx_upstream_keepalive < 16 ? { 1: 0.55, 2: 0.9, 3: 0.95, 4: 1 } : { 1: 0.55, 2: 1, 3: 0.89, 4: 0.8 })[v.tunekit_app_workers];
+  const rps = (v) => trueRps({ ...v, tunekit_app_workers: 2 }, { 1: 0.45, 4: 0.7, 16: 0.8, 64: 1, 256: 1, 1024: 1 }) * workers(v);
+  const o = options({ budgetS: 420, vary: T.SPACE.slice(0, 4).map((d) => d.name) });
+  const best = Math.max(...T.grid(POOR, CORES, o.vary).filter((v) => !refusals(v, null).length).map(rps));
+  const io = fakeIo({ rps, noise: [0.06, -0.06, 0.03, -0.04, 0, -0.05, 0.05] }, o);
+  const t = await T.tune(o, io);
+  const screens = t.steps.filter((s) => s.phase === 'screen' && s.variable === 'tunekit_app_workers');
+  assert.equal(screens.length, 2, 'the workers screened in both passes');
+  assert.equal(screens[0].kept.match(/workers=(\d)/)[1], '4', `the first pass took ${screens[0].kept}`);
+  assert.equal(t.recommend, true, t.confirmation.why);
+  assert.equal(t.recommended.tunekit_app_workers, 2, T.labelOf(t.recommended, POOR));
+  assert.ok(rps(t.recommended) >= 0.95 * best, `${T.labelOf(t.recommended, POOR)} serves ${Math.round(rps(t.recommended))} of the best ${Math.round(best)}`);
 });
 
 test('a pool the rules allow only with more worker_connections is screened with them raised, and the search finds the two together', async () => {
