@@ -546,10 +546,11 @@ function candidates(dim, inc, st, io, o, values = null) {
 const varies = (dim, values, vary) => !(dim.applies && !dim.applies(values)) && !(vary && !vary.includes(dim.name));
 
 // Whether a step with these candidates fits the budget: both if they fit, else the
-// first alone, else none (the search is over: st.stoppedBy).
+// first alone, else none (the search is over: st.stoppedBy). Every arm's stack is
+// started for the step, the incumbent's too (incumbentArm).
 function fitting(cands, st, o) {
-  const fit = st.fits(cost(st, cands.length + 1, o.minRounds, cands.length)) ? cands : cands.slice(0, 1);
-  if (st.fits(cost(st, 2, o.minRounds, 1))) return fit;
+  const fit = st.fits(cost(st, cands.length + 1, o.minRounds, cands.length + 1)) ? cands : cands.slice(0, 1);
+  if (st.fits(cost(st, 2, o.minRounds, 2))) return fit;
   st.stoppedBy = 'budget';
   return null;
 }
