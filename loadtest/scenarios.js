@@ -1,9 +1,10 @@
 'use strict';
 // The engine of `tunekit bench`: every scenario side by side in one run, A/B interleaved.
-// All stacks start first and stay up (idle stacks cost nothing); each round
-// then runs every scenario once, in an order rotated and alternated per round
-// (stats.roundOrder), so slow drift of a noisy machine (other tenants,
-// thermal, page cache) spreads over all scenarios instead of favouring one.
+// All stacks start first, and again before every round (startAll; --keep-stacks:
+// once); each round then runs every scenario once, in an order rotated and
+// alternated per round (stats.roundOrder), so slow drift of a noisy machine (other
+// tenants, thermal, page cache) spreads over all scenarios instead of favouring one;
+// the pairs with the tightest bounds run next to uds (roundUnits).
 // Per round and scenario: one saturation run (the driver flat out) and, with
 // cpuRate > 0, one paced run at a fixed rate (server CPU per request when
 // nobody is saturated). Figures are medians with min–max over rounds; ratios
