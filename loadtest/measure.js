@@ -22,6 +22,7 @@ const errorlog = require('./errorlog');
 const H = require('./histogram');
 const { assess } = require('./workershare');
 const { aroundRun } = require('./metered');
+const { startRunProbe } = require('./speed-probe');
 const { runAutocannon } = require('./autocannon');
 const { runWrk } = require('./wrk');
 const { runH2load } = require('./h2load');
@@ -169,6 +170,9 @@ function machineLoad(machine0, machine1, gen, server, d) {
     // The speed probe just before and just after the run (cpu.speedProbeUs): the CPU
     // time a fixed piece of work took; more µs, a slower CPU than its other runs had.
     speedProbeUs: machine1 && machine1.probeUs ? machine1.probeUs : null,
+    // The same work timed every quarter second during the run (speed-probe.js):
+    // { tries, medianUs, meanUs, slowShare (tries ≥ 1.5× the run's quickest) }.
+    speedProbeRun: machine1 && machine1.probeRun ? machine1.probeRun : null,
     // Without the server's pids (--url, --socket) its CPU cannot be told
     // apart from other tenants': not measured, rather than counted as theirs.
     otherCores: busyCores == null || !server ? null
@@ -237,12 +241,22 @@ async function accounted(target, o) {
   const mark = errorlog.mark(target.errorLogPath);
   const startedAt = new Date().toISOString();
   const probe0 = cpu.speedProbeUs();
+  const during = await startRunProbe();
   const machine0 = cpu.machineSnapshot();
 
-  const d = await drive(target, o);
+  let d;
+  let probeRun;
+  try {
+    d = await drive(target, o);
+  } finally {
+    probeRun = await during.stop();
+  }
 
   const machine1 = cpu.machineSnapshot();
-  if (machine1) machine1.probeUs = [probe0, cpu.speedProbeUs()];
+  if (machine1) {
+    machine1.probeUs = [probe0, cpu.speedProbeUs()];
+    machine1.probeRun = probeRun;
+  }
   const pidsAfter = target.pids ? target.pids() : null;
   const seen = [...new Set([...allPids(pidsBefore), ...allPids(pidsAfter)])];
   const after = cpu.snapshot(seen);

@@ -26,6 +26,7 @@ const SUSPECTS = [
   ['top worker', 'the busiest app worker\'s share of the requests', (r) => (r.workers && r.workers.share ? Math.max(...Object.values(r.workers.share)) : null)],
   ['gen cores', 'cores the load generator used', (r) => (r.generator && r.generator.cpuUs != null ? r.generator.cpuUs / 1e6 / r.durationS : null)],
   ['cpu probe', 'µs of CPU a fixed piece of work took around the run (its mean before and after): the CPU\'s own speed', (r) => (r.machine && r.machine.speedProbeUs ? (r.machine.speedProbeUs[0] + r.machine.speedProbeUs[1]) / 2 : null)],
+  ['run probe', 'µs of CPU the same work took during the run (the mean of its tries every quarter second)', (r) => r.machine && r.machine.speedProbeRun && r.machine.speedProbeRun.meanUs],
   ['srv µs/req', 'the server\'s CPU per request', (r) => r.server && r.server.cpuUsPerReq],
   ['others', 'cores other processes used', (r) => r.machine && r.machine.otherCores],
   ['steal', 'cores the hypervisor gave another guest', (r) => r.machine && r.machine.stealCores],

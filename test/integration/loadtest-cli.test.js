@@ -132,6 +132,8 @@ test('loadtest --url --rate: a paced run beside an autocannon -R run, rate kept 
     assert.ok(x.latencyUs.p99 > 0);
     assert.equal(x.server, null, 'remote target: server CPU not measured');
     assert.equal(x.machine.otherCores, null, 'the server is not counted as other tenants');
+    // The speed probe timed during the run too (a try every 250 ms of a run of seconds).
+    assert.ok(x.machine.speedProbeRun && x.machine.speedProbeRun.tries >= 1, JSON.stringify(x.machine.speedProbeRun));
   }
   assert.match(r.stdout, /not measured/);
   assert.match(r.stdout, /paced 300\/s/);

@@ -73,3 +73,26 @@ test('the scheduler counters of a live process: wait and preemptions grow, never
   const p = cpu.speedProbeUs();
   assert.ok(Number.isFinite(p) && p > 0, String(p));
 });
+
+test('the probe during a run: its tries summarised, the slow ones counted against the run\'s quickest', () => {
+  const { summariseTries, SLOW_FACTOR } = require('../../loadtest/speed-probe');
+  assert.equal(summariseTries([]), null, 'no try, no figure (a run shorter than one period)');
+  const s = summariseTries([3500, 3600, 7200, 3550, 7000]);
+  assert.equal(s.tries, 5);
+  assert.equal(s.medianUs, 3600);
+  assert.equal(s.meanUs, 4970);
+  assert.equal(SLOW_FACTOR, 1.5);
+  assert.equal(s.slowShare, 2 / 5, 'two tries at ≥ 1.5× the quickest: two fifths of the run on a slow vCPU');
+});
+
+test('the probe child: tries while the run lasts, none of those before it; stopped, it is gone', async () => {
+  const { startRunProbe } = require('../../loadtest/speed-probe');
+  const { until } = require('../lib/util');
+  const p = await startRunProbe();
+  // The run: until the child has timed at least two tries of its own (bounded wait).
+  await until('two tries of the probe during the run', () => p.tries() >= 2, 30000, 20);
+  const pid = p.pid;
+  const s = await p.stop();
+  assert.ok(s.tries >= 2 && s.medianUs > 0 && s.slowShare >= 0 && s.slowShare <= 1, JSON.stringify(s));
+  assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the probe child outlived its run');
+});
