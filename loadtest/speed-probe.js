@@ -4,7 +4,9 @@
 // load runs, and prints each try's CPU µs on a line of its own. The probe before
 // and after a run (cpu.speedProbeUs) misses what the VM does in between: on a
 // VM whose vCPUs slow down for seconds at a time (docs/benchmarks.md), the tries
-// during the run say which share of it ran slow. It costs about 1.5% of one core.
+// during the run say which share of it ran slow. It costs 1.5–2.5% of one core
+// (a try takes longer on a loaded machine). It ends with its run, and on its own
+// when the process that started it is gone (its stdout closed, or a new parent).
 //
 //   const p = await startRunProbe(); ...the run...; const s = await p.stop();
 //   // s: { tries, medianUs, meanUs, slowShare }
@@ -17,12 +19,15 @@ const PERIOD_MS = 250;
 const SLOW_FACTOR = 1.5;
 
 function loop() {
+  const parent = process.ppid;
   const tick = () => {
+    if (process.ppid !== parent) process.exit(0);
     process.stdout.write(`${probeOnceUs()}\n`);
     setTimeout(tick, PERIOD_MS);
   };
-  tick();
+  process.stdout.on('error', () => process.exit(0));
   process.on('SIGTERM', () => process.exit(0));
+  tick();
 }
 
 /** The tries' summary; null when none came (a run shorter than one period). */

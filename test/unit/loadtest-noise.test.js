@@ -96,3 +96,24 @@ test('the probe child: tries while the run lasts, none of those before it; stopp
   assert.ok(s.tries >= 2 && s.medianUs > 0 && s.slowShare >= 0 && s.slowShare <= 1, JSON.stringify(s));
   assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the probe child outlived its run');
 });
+
+test('the probe child ends on its own when the process that started it is killed', async () => {
+  const { spawn } = require('node:child_process');
+  const { until } = require('../lib/util');
+  const path = require('node:path');
+  // A parent that starts the probe, says its pid, and is then SIGKILLed (no stop(), no exit hook).
+  const script = `require(${JSON.stringify(path.join(__dirname, '../../loadtest/speed-probe.js'))}).startRunProbe()` +
+    '.then((p) => { console.log(p.pid); setInterval(() => {}, 1000); });';
+  const parent = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  parent.stdout.on('data', (d) => { out += d; });
+  const pid = Number(await until('the probe child\'s pid from its parent', () => /^\d+\n/.test(out) && out.trim(), 30000, 20));
+  process.kill(pid, 0); // running
+  parent.kill('SIGKILL');
+  const alive = () => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  try {
+    await until('the orphaned probe child to exit', () => !alive(), 30000, 50);
+  } finally {
+    if (alive()) process.kill(pid, 'SIGKILL');
+  }
+});
