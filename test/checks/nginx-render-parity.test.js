@@ -82,6 +82,7 @@ test('Node and Ansible render every manifest template to the same bytes', { time
     env: {
       ...process.env,
       ANSIBLE_ROLES_PATH: path.join(ROOT, 'roles'),
+      ANSIBLE_LIBRARY: path.join(ROOT, 'plugins/modules'),
       ANSIBLE_NOCOLOR: '1',
       ANSIBLE_LOCAL_TEMP: path.join(tmp, 'ansible-tmp'),
       ANSIBLE_RETRY_FILES_ENABLED: '0',

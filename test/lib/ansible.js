@@ -40,8 +40,11 @@ const PLAYBOOK = path.join(ROOT, '.venv/bin/ansible-playbook');
 function playSetup(tmp, collection) {
   if (!collection) return { cwd: ANSIBLE_DIR, playbook: 'site.yml', config: path.join(ANSIBLE_DIR, 'ansible.cfg'), env: {} };
   const cfg = fs.readFileSync(path.join(ANSIBLE_DIR, 'ansible.cfg'), 'utf8')
-    .replace(/^roles_path = .*$/m, `collections_path = ${collection.collectionsPath}`);
+    .replace(/^roles_path = .*$/m, `collections_path = ${collection.collectionsPath}`)
+    // The collection's roles find its module in the collection, not in the checkout.
+    .replace(/^library = .*\n/m, '');
   assert.match(cfg, /^collections_path = /m, "ansible/ansible.cfg has no roles_path line to replace");
+  assert.doesNotMatch(cfg, /^library = /m, "ansible/ansible.cfg's library line was not removed");
   fs.writeFileSync(path.join(tmp, 'ansible.cfg'), cfg);
   fs.writeFileSync(path.join(tmp, 'site.yml'), [
     '---',
