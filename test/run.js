@@ -16,17 +16,20 @@
 //   none depends on how fast the machine is (a load ends on the event the test
 //   waits for), so a neighbour's load is noise they tolerate, as any CI
 //   neighbour's; many spend their time waiting (idle timeouts, held requests);
-// - e2e runs two files at a time: each boots its own hosts and spends most of
-//   its time in Ansible waiting on SSH and on the hosts' systemd;
+// - e2e runs two files at a time: each boots its own hosts; most of its time is
+//   Ansible's module runs on them (a Python process each: CPU, test/README.md);
 // - checks runs two files at a time: real tools over rendered files (nginx -t,
 //   gixy, Ansible's own templating, ansible-lint), no load. Those that need a
 //   distribution's root filesystem build it, or wait under its lock for the
 //   e2e file building it (test/lib/nspawn.js).
-// The chain unit, local, checks runs side by side with e2e, the longest lane:
-// what one waits on the other does not use. (Local one at a time beside e2e
-// then checks, after unit: 27.4 min with cached root filesystems; local two at
-// a time then checks beside e2e, after unit: 24.2 min, the machine's 2 cores
-// 1.85 busy on average, e2e the longest by 290 s; 2026-12-05.) A lane starts
+// The chain unit, local runs side by side with e2e: what one waits on the
+// other does not use; checks starts when the first of the two ends. (Local one
+// at a time beside e2e then checks, after unit: 27.4 min with cached root
+// filesystems; local two at a time then checks beside e2e, after unit: 24.2 min,
+// the machine's 2 cores 1.85 busy on average, e2e the longest by 290 s;
+// 2026-12-05. Once the roles wrote their files in one module run, e2e ended
+// first: 1,267 s against unit and local's 1,317 s, then checks 160 s on a slower
+// VM, 2026-12-07.) A lane starts
 // its slowest files first (MEASURED_S), so that no long file starts last and
 // runs alone.
 // Files print their TAP whole when they end (a file at a time, as it comes,
@@ -53,9 +56,10 @@ const { alive } = require('../lib/proc');
 
 const ROOT = path.resolve(__dirname, '..');
 const PHASES = [
-  [[{ name: 'unit', suites: ['unit'], concurrency: 2 }, { name: 'local', suites: ['integration', 'faults'], concurrency: 2 },
-    { name: 'checks', suites: ['checks'], concurrency: 2 }],
-  [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }]],
+  [[{ name: 'unit', suites: ['unit'], concurrency: 2 }, { name: 'local', suites: ['integration', 'faults'], concurrency: 2 }],
+    [{ name: 'e2e', suites: ['e2e'], concurrency: 2 }],
+    // Starts when the first of the chains above ends (afterFirst).
+    [{ name: 'checks', suites: ['checks'], concurrency: 2, afterFirst: true }]],
 ];
 const SUITES = PHASES.flat(2).flatMap((l) => l.suites);
 const DURATIONS = path.join(ROOT, 'test/durations.txt');
@@ -308,12 +312,21 @@ async function runChain(chain, wanted, ctx) {
 
 // The chains of one phase side by side: the first printed as it comes, the
 // others kept in memory and printed after it, each whole.
+// A chain whose first lane is afterFirst starts when the first of the others
+// ends: it takes the cores that chain no longer uses.
 async function runPhase(chains, wanted, runId) {
-  const runs = chains.map((chain, i) => {
+  const first = chains.filter((chain) => !chain[0].afterFirst);
+  const started = first.map((chain, i) => {
     const kept = [];
     const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(Buffer.from(c));
     return { kept, done: runChain(chain, wanted, { runId, out, live: i === 0 }) };
   });
+  const firstEnd = Promise.race(started.map((r) => r.done));
+  const runs = [...started, ...chains.filter((chain) => chain[0].afterFirst).map((chain) => {
+    const kept = [];
+    const out = (c) => kept.push(Buffer.from(c));
+    return { kept, done: firstEnd.then(() => runChain(chain, wanted, { runId, out, live: false })) };
+  })];
   const results = [];
   for (const r of runs) {
     results.push(...await r.done);
