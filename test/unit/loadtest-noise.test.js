@@ -49,6 +49,38 @@ test('the suspect that moves with the ratio is the one named; one that does not 
   assert.match(text, /top worker\s+r = -1\.00/);
 });
 
+test('the pair adjusted by the in-run probe: a VM that slowed one run is taken out, a real difference stays', () => {
+  // The two stacks are the same; in each round the VM ran one of them slower by
+  // a factor its in-run probe saw: req/s divided by it, CPU per request times it.
+  const slow = [1.0, 1.3, 0.8, 1.15, 0.9];
+  const results = [];
+  const rec = (round, scenario, factor, work = 1) => {
+    const r = run(round, scenario, 1000 / factor / work);
+    r.server.cpuUsPerReq = 40 * factor * work;
+    r.machine.speedProbeRun = { tries: 30, medianUs: 6000 * factor, meanUs: 6000 * factor, slowShare: 0 };
+    return r;
+  };
+  slow.forEach((f, i) => results.push(rec(i + 1, 'uds', 1), rec(i + 1, 'aa', f)));
+  const a = N.analyse({ results });
+  assert.equal(a.adjusted.rows.length, 5);
+  assert.ok(a.adjusted.reqs.sdLog > 0.1, `as measured the rounds spread: ${a.adjusted.reqs.sdLog}`);
+  assert.ok(a.adjusted.reqsAdjusted.sdLog < 1e-9 && Math.abs(a.adjusted.reqsAdjusted.geo - 1) < 1e-9, JSON.stringify(a.adjusted.reqsAdjusted));
+  assert.ok(a.adjusted.cpuAdjusted.sdLog < 1e-9 && Math.abs(a.adjusted.cpuAdjusted.geo - 1) < 1e-9);
+  // Across the 10 runs: the CPU per request is the probe's, times a constant.
+  assert.ok(a.across.rRunProbe > 0.999, `r = ${a.across.rRunProbe}`);
+  assert.equal(a.across.rAroundProbe, null, 'the probe around each run never moved: nothing to read');
+  assert.ok(a.across.cpuPerProbe.sdLog < 1e-9);
+  assert.match(N.render(a), /req\/s 0\.9\d\d, \d+\.\d% → adjusted 1\.000, 0\.0%/);
+  assert.match(N.render(a), /across the 10 saturation runs of aa, uds: .*r with the in-run probe 1\.00/s);
+
+  // aa really does 10% more work a request: the adjustment keeps that.
+  const real = [];
+  slow.forEach((f, i) => real.push(rec(i + 1, 'uds', 1), rec(i + 1, 'aa', f, 1.1)));
+  const b = N.analyse({ results: real });
+  assert.ok(Math.abs(b.adjusted.reqsAdjusted.geo - 1 / 1.1) < 1e-9, `${b.adjusted.reqsAdjusted.geo}`);
+  assert.ok(Math.abs(b.adjusted.cpuAdjusted.geo - 1.1) < 1e-9);
+});
+
 test('a round missing one scenario is left out, and fewer than 3 rounds say so', () => {
   const results = [run(1, 'uds', 1000), run(1, 'aa', 900), run(2, 'uds', 1000)];
   const a = N.analyse({ results });
