@@ -315,18 +315,15 @@ async function runChain(chain, wanted, ctx) {
 // A chain whose first lane is afterFirst starts when the first of the others
 // ends: it takes the cores that chain no longer uses.
 async function runPhase(chains, wanted, runId) {
-  const first = chains.filter((chain) => !chain[0].afterFirst);
-  const started = first.map((chain, i) => {
+  // A chain's TAP: the first one's printed as it comes, the others' kept.
+  const start = (chain, live, after = Promise.resolve()) => {
     const kept = [];
-    const out = i === 0 ? (c) => process.stdout.write(c) : (c) => kept.push(Buffer.from(c));
-    return { kept, done: runChain(chain, wanted, { runId, out, live: i === 0 }) };
-  });
+    const out = live ? (c) => process.stdout.write(c) : (c) => kept.push(Buffer.from(c));
+    return { kept, done: after.then(() => runChain(chain, wanted, { runId, out, live })) };
+  };
+  const started = chains.filter((chain) => !chain[0].afterFirst).map((chain, i) => start(chain, i === 0));
   const firstEnd = Promise.race(started.map((r) => r.done));
-  const runs = [...started, ...chains.filter((chain) => chain[0].afterFirst).map((chain) => {
-    const kept = [];
-    const out = (c) => kept.push(Buffer.from(c));
-    return { kept, done: firstEnd.then(() => runChain(chain, wanted, { runId, out, live: false })) };
-  })];
+  const runs = [...started, ...chains.filter((chain) => chain[0].afterFirst).map((chain) => start(chain, false, firstEnd))];
   const results = [];
   for (const r of runs) {
     results.push(...await r.done);
