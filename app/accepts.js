@@ -41,6 +41,7 @@ function createAccepts({ listen, ask, now = Date.now, slowTurnMs = SLOW_TURN_MS,
   let lastSlow = -Infinity;
   let ended = false;
   let timer = null;
+  let always = false; // keepWide(): every descriptor listening for good
 
   function widen() {
     wide = true;
@@ -74,9 +75,21 @@ function createAccepts({ listen, ask, now = Date.now, slowTurnMs = SLOW_TURN_MS,
       if (lateMs >= slowTurnMs) {
         lastSlow = t;
         if (!wide) widen();
-      } else if (wide && t - lastSlow >= quietMs) {
+      } else if (wide && !always && t - lastSlow >= quietMs) {
         narrow();
       }
+    },
+    /**
+     * Every descriptor listens from now on, and stays: a worker that holds its
+     * queue (app/hold.js) turns once per request however far behind it is, so one
+     * accept a turn would keep a burst in the accept queue, where the worker
+     * cannot see it grow or fall. Both workers take all that waits at each turn,
+     * so neither takes most of it for being behind (as opening them only for the
+     * worker behind did: it took the connections and the other one idled).
+     */
+    keepWide() {
+      always = true;
+      if (!wide && !ended) widen();
     },
     /** Check the loop every CHECK_MS (from when the worker serves: a waiting spare runs no timer). */
     start() {

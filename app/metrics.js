@@ -37,8 +37,10 @@ const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
 // each error once (worker-crash) and counts its repeats (crash-summary).
 const CRASH_STAGES = ['starting', 'young', 'serving'];
 // Why the runner answered a request itself, before the app's handler (app/shed.js):
-// queue_time, it waited longer than tunekit_app_queue_budget_ms.
-const SHED_REASONS = ['queue_time'];
+// queue_time, it waited longer than tunekit_app_queue_budget_ms; sustained, the
+// worker's held queue (app/hold.js) had grown for tunekit_app_sustained_after_s
+// and it waited, or the queue ahead of it, longer than tunekit_app_sustained_budget_ms.
+const SHED_REASONS = ['queue_time', 'sustained'];
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SERVED = Symbol('tunekit.metrics.served');
 
@@ -252,7 +254,7 @@ const WORKER_FAMILIES = [
       const [cls, connection] = key.split('|');
       return ['', { class: cls, connection }, v];
     })],
-  ['tunekit_app_shed_total', 'counter', 'Requests the runner answered 503 with Retry-After before the app\'s handler, by reason: queue_time (waited longer than tunekit_app_queue_budget_ms). Counted in tunekit_app_requests_total too.',
+  ['tunekit_app_shed_total', 'counter', 'Requests the runner answered 503 with Retry-After before the app\'s handler, by reason: queue_time (waited longer than tunekit_app_queue_budget_ms), sustained (a sustained overload: the queue ahead of it held more than tunekit_app_sustained_budget_ms). Counted in tunekit_app_requests_total too.',
     (w) => SHED_REASONS.map((r) => ['', { reason: r }, w.shed[r]])],
   ['tunekit_app_connections_accepted_total', 'counter', 'Connections the worker accepted.', (w) => [['', {}, w.accepted]]],
   ['tunekit_app_connections_active', 'gauge', 'Connections the worker holds open now.', (w) => [['', {}, w.active]]],

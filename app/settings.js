@@ -18,7 +18,7 @@ const MAX_SEMI_SPACE_MB = 1024;
 const { SettingsError } = require('./errors');
 
 const INTEGER_FIELDS = [
-  'workers', 'backlog', 'acceptsPerTurn', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'shedRetryAfterS',
+  'workers', 'backlog', 'acceptsPerTurn', 'keepAliveTimeoutMs', 'headersTimeoutMs', 'requestTimeoutMs', 'queueBudgetMs', 'sustainedAfterS', 'sustainedBudgetMs', 'shedRetryAfterS',
   'drainTimeoutMs', 'minUptimeMs', 'youngDeathLimit', 'respawnBackoffMs', 'respawnBackoffMaxMs',
   'spareWorkers', 'killGraceMs', 'startTimeoutMs', 'socketCheckMs', 'metricsLoopResolutionMs', 'maxSemiSpaceMb',
 ];
@@ -124,7 +124,7 @@ function normalize(input) {
       throw new SettingsError(`${key}=${JSON.stringify(s[key])} must be a whole number >= 0`);
     }
   }
-  for (const key of ['backlog', 'acceptsPerTurn', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs', 'metricsLoopResolutionMs']) {
+  for (const key of ['backlog', 'acceptsPerTurn', 'sustainedBudgetMs', 'drainTimeoutMs', 'youngDeathLimit', 'respawnBackoffMs', 'startTimeoutMs', 'metricsLoopResolutionMs']) {
     if (s[key] < 1) throw new SettingsError(`${key}=${s[key]} must be at least 1`);
   }
   for (const key of BOOLEAN_FIELDS) {

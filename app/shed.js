@@ -50,8 +50,11 @@ function overBudget(req, budgetMs, nowMs) {
  * Its body, if any, is left to Node, which reads and drops it once the response
  * has ended, so the connection stays usable for nginx's next request.
  */
-function answerShed(res, retryAfterS, budgetMs) {
-  const body = `503 Service Unavailable: this request waited longer than the app's queue budget (${budgetMs} ms) before the app could take it; retry after ${retryAfterS} s\n`;
+function answerShed(res, retryAfterS, budgetMs, reason = 'queue_time', sustainedAfterS = 0) {
+  const why = reason === 'sustained'
+    ? `the app has been past its capacity for ${sustainedAfterS} s or more, and its queue already held more than ${budgetMs} ms of waiting`
+    : `this request waited longer than the app's queue budget (${budgetMs} ms) before the app could take it`;
+  const body = `503 Service Unavailable: ${why}; retry after ${retryAfterS} s\n`;
   res.writeHead(503, {
     'retry-after': String(retryAfterS),
     'content-type': 'text/plain; charset=utf-8',

@@ -25,6 +25,7 @@ const { listenMetrics, instanceEndpoint } = require('./metrics-server');
 const address = require('./address');
 const shed = require('./shed');
 const { createAccepts } = require('./accepts');
+const { createHold } = require('./hold');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -303,6 +304,7 @@ function pipelinedClosed() {
 function installDispatcher(srv) {
   const listeners = srv.listeners('request');
   const queueBudgetMs = settings.queueBudgetMs;
+  const holdRequest = settings.sustainedAfterS > 0 ? heldDispatch(srv, listeners) : null;
   srv.removeAllListeners('request');
   srv.on('connection', (socket) => {
     sockets.add(socket);
@@ -327,16 +329,19 @@ function installDispatcher(srv) {
       res.setHeader('connection', 'close');
       markClosing(socket);
     }
+    if (holdRequest) {
+      holdRequest(req, res);
+      return;
+    }
     // Past the queue budget (app/shed.js): answered here, no app code runs.
     // No budget (0, the default): no clock read, no header parsed.
     if (queueBudgetMs > 0 && shed.overBudget(req, queueBudgetMs, Date.now())) {
-      if (meter) metrics.countShed(meter, 'queue_time');
-      shed.answerShed(res, settings.shedRetryAfterS, settings.queueBudgetMs);
-      logShed(req);
+      refuse(res, 'queue_time', shed.queueWaitMs(req, Date.now()));
       return;
     }
     for (const fn of listeners) fn.call(srv, req, res);
   });
+
   // An upgraded connection (a WebSocket) belongs to the app: the drain leaves it to
   // the app's tunekit:drain listener (a close frame), not to the HTTP close above.
   // Marked as Node hands it over; wrapping emit adds no 'upgrade' listener, which
@@ -349,21 +354,74 @@ function installDispatcher(srv) {
   };
 }
 
-// A shed request is logged as one `shed` line at most every SHED_LOG_MS, with
-// how many were shed since the last one: under overload there are thousands a
-// second, and a line each would add to the load it reports.
-const SHED_LOG_MS = 10_000;
-const shedLog = { count: 0, lastLog: 0 };
+/**
+ * The queue each worker holds (app/hold.js, tunekit_app_sustained_after_s above
+ * 0): every request read joins it, and the app gets them one per turn of the
+ * event loop, so each turn reads (and counts) what arrived meanwhile. Returns
+ * what the dispatcher calls for each request.
+ */
+function heldDispatch(srv, listeners) {
+  accepts.keepWide();
+  const held = createHold({ sustainedAfterS: settings.sustainedAfterS, sustainedBudgetMs: settings.sustainedBudgetMs });
+  const queueBudgetMs = settings.queueBudgetMs;
+  let scheduled = false;
 
-function logShed(req) {
+  // One request to the app a turn; the refused ones cost no app code, so all of
+  // them that come up in this turn are answered in it.
+  function serveHeld() {
+    scheduled = false;
+    const now = Date.now();
+    for (let next = held.take(now); next !== undefined; next = held.take(now)) {
+      const { req, res } = next.item;
+      if (req.socket.destroyed) continue; // its connection closed while it waited: nginx gave up on it
+      if (next.refuse || (queueBudgetMs > 0 && next.waited > queueBudgetMs)) {
+        refuse(res, next.refuse ? 'sustained' : 'queue_time', next.waited);
+        continue;
+      }
+      if (held.length > 0) {
+        scheduled = true;
+        setImmediate(serveHeld);
+      }
+      for (const fn of listeners) fn.call(srv, req, res);
+      return;
+    }
+  }
+
+  return function holdRequest(req, res) {
+    const now = Date.now();
+    const start = shed.requestStartMs(req.headers['x-request-start']);
+    if (held.arrive({ req, res }, start === null ? now : start, now)) {
+      refuse(res, 'sustained', start === null ? 0 : now - start);
+      return;
+    }
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(serveHeld);
+    }
+  };
+}
+
+// A shed request is logged as one `shed` line per reason at most every
+// SHED_LOG_MS, with how many were shed since the last one: under overload there
+// are thousands a second, and a line each would add to the load it reports.
+const SHED_LOG_MS = 10_000;
+const shedLogs = { queue_time: { count: 0, lastLog: 0 }, sustained: { count: 0, lastLog: 0 } };
+
+/** Answer a request 503 before the app's handler (app/shed.js), count and log it. */
+function refuse(res, reason, waitedMs) {
+  const budgetMs = reason === 'sustained' ? settings.sustainedBudgetMs : settings.queueBudgetMs;
+  if (meter) metrics.countShed(meter, reason);
+  shed.answerShed(res, settings.shedRetryAfterS, budgetMs, reason, settings.sustainedAfterS);
+  const shedLog = shedLogs[reason];
   shedLog.count += 1;
   const now = Date.now();
   if (now - shedLog.lastLog < SHED_LOG_MS) return;
   log('warn', 'shed', {
-    reason: 'queue_time',
+    reason,
     count: shedLog.count,
-    waited_ms: Math.round(shed.queueWaitMs(req, now)),
-    budget_ms: settings.queueBudgetMs,
+    waited_ms: Math.round(waitedMs),
+    budget_ms: budgetMs,
+    ...(reason === 'sustained' && { sustained_after_s: settings.sustainedAfterS }),
     fix: 'past capacity: add app workers (tunekit_app_workers) or hosts, or cut the cost per request; a larger budget only makes requests wait longer',
   });
   shedLog.count = 0;

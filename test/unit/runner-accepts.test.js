@@ -101,3 +101,16 @@ test('end(): held handles closed, open acceptors closed, and it waits for the co
   w.accepts.add(late);
   assert.equal(late.closed, true, 'a handle arriving after end() is closed, not held');
 });
+
+test('keepWide (a worker that holds its queue): every descriptor listens at once and stays open through any quiet spell', () => {
+  const w = world();
+  for (let i = 0; i < 31; i++) w.accepts.add(w.handle(i));
+  w.accepts.keepWide();
+  assert.equal(w.listened.length, 31);
+  w.accepts.add(w.handle(99));
+  assert.equal(w.listened.length, 32, 'a handle arriving later listens at once');
+  for (let i = 0; i < (QUIET_MS / 100) * 3; i++) { w.clock.t += 100; w.accepts.turn(0); }
+  assert.equal(w.accepts.wide, true, 'still open after three quiet spells');
+  assert.deepEqual(w.listened.filter((a) => a.closed), []);
+  assert.deepEqual(w.asked, [], 'nothing closed, nothing asked of the primary');
+});
