@@ -4,6 +4,7 @@
 // ladder, and the headline lines that compare the stacks at each step.
 
 const { int, fixed, kindsText } = require('./format');
+const { probeP99Ms } = require('./overload');
 
 const ms = (us) => (us == null ? '–' : fixed(us / 1000, us < 10000 ? 2 : 0));
 
@@ -56,7 +57,7 @@ function frame(doc) {
   const runs = o.capacityRun && o.capacityRun.runs ? `the median of ${o.capacityRun.runs.length} runs: ${o.capacityRun.runs.map(int).join(', ')}; ` : '';
   const saturation = o.capacityRun ? `measured on ${o.capacityRun.stack} (${runs}${o.capacityRun.driver}, saturation, ${doc.options.connections} connections)` : 'given (--capacity)';
   const paced = o.capacityRun && o.capacityRun.paced;
-  const cap = paced ? `the highest paced rate served by ${o.capacityRun.stack} (p99 ≤ ${doc.options.latencyBudgetMs} ms, every request 2xx): ` +
+  const cap = paced ? `the highest paced rate served by ${o.capacityRun.stack} (p99 ≤ ${probeP99Ms(doc.options.latencyBudgetMs)} ms, every request 2xx): ` +
     `${paced.probes.map((p) => `${int(p.rate)} ${p.served ? 'served' : 'not served'} (p99 ${ms(p.p99Us)} ms${p.refused ? `, ${int(p.refused)} not 2xx` : ''})`).join(', ')}` +
     `${paced.topped ? ', the highest probe' : ''}; the saturation figure ${int(paced.saturation)}, ${saturation}` : saturation;
   const others = o.stacks.map((s) => (s.otherCores == null ? null : `${s.stack} ${fixed(s.otherCores, 1)}`)).filter(Boolean).join(', ');

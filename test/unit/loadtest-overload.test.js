@@ -122,6 +122,17 @@ test('bench --overload: the protected stack is the kit\'s recipe, bound and queu
   assert.equal(JSON.parse(fq['app.json']).backlog, 4096, 'the budget alone keeps the kit\'s accept queue');
   assert.deepEqual([budget.stack, both.stock, both.kit], [both['kit+bound+budget'].stack, stacksFor(parse('--protect', 'bound')).stock, stacksFor(parse('--protect', 'bound')).kit]);
   assert.throws(() => options.parse('bench', options.BENCH, ['--overload', '--protect', 'all']), /--protect/);
+
+  // queue: both, and the held queue; a burst-sized budget (40 s at 370 req/s: a bound
+  // of 3,700) gets the nginx connections the kit's rules ask for, so the stack starts.
+  const queue = stacksFor(parse('--protect', 'queue', '--latency-budget', '40000'))['kit+queue'];
+  const fh = files(queue.setFor(370));
+  assert.match(fh['upstream.conf'], / max_conns=3700;/);
+  const app = JSON.parse(fh['app.json']);
+  assert.deepEqual([app.queueBudgetMs, app.sustainedAfterS, app.sustainedBudgetMs, app.backlog], [40000, 3, 20, 4096]);
+  assert.match(fh['nginx.conf'], /worker_connections 7901;/);
+  // Deeper than the kit's accept queue: raised to the bound.
+  assert.equal(JSON.parse(files(queue.setFor(500))['app.json']).backlog, 5000);
 });
 
 test('bench --overload --burst: 0.5x, 10x for 1 s, 0.5x, in one run; what the burst did, per stack', () => {
@@ -175,7 +186,10 @@ test('--capacity paced: probes climb from 0.7x the saturation figure in 0.05x st
   assert.deepEqual([fast.reqPerSec, fast.topped], [1200, true]);
   // The first probe not served: an error naming the budget and the two ways out.
   await assert.rejects(pacedClimb(1000, 20, async ({ rate }) => ({ rate, ok: 100, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: 45000 }, goodput: rate })),
-    { name: 'UsageError', message: /did not serve 700 req\/s paced \(0\.7× its saturation figure 1000\): p99 45\.0 ms against the latency budget of 20 ms.*--latency-budget.*--capacity R/ });
+    { name: 'UsageError', message: /did not serve 700 req\/s paced \(0\.7× its saturation figure 1000\): p99 45\.0 ms against 20 ms \(the latency budget, at most 100\).*--latency-budget.*--capacity R/ });
+  // A budget sized for a burst does not make every probe pass: p99 is held to 100 ms at most.
+  const burstSized = await pacedClimb(1000, 40_000, async ({ rate }) => ({ rate, ok: 100, non2xx: 0, errors: 0, timeouts: 0, latencyUs: { p99: rate >= 800 ? 767_000 : 10_000 }, goodput: rate }));
+  assert.equal(burstSized.reqPerSec, 750);
   // The report says how the capacity was found, probe by probe.
   const doc = { options: { connections: 50, latencyBudgetMs: 20, maxConnections: 2000, timeout: 10 }, overload: { capacity: 850, ladder: [{ multiple: 2, durationS: 60 }], stacks: [], capacityRun: { stack: 'kit', driver: 'wrk', runs: [990, 1000, 1010], reqPerSec: 1000, paced: out } } };
   assert.match(frame(doc).join('\n'), /capacity 850 req\/s, the highest paced rate served by kit \(p99 ≤ 20 ms, every request 2xx\): 700 served \(p99 5\.00 ms\), .*900 not served \(p99 2500 ms, 12 not 2xx\); the saturation figure 1,000, measured on kit \(the median of 3 runs: 990, 1,000, 1,010; wrk, saturation, 50 connections\)/);
