@@ -19,12 +19,13 @@
 // overload counts as sustained: a sustained 2x adds half a second of waiting a
 // second, so it is on after about sustainedAfterS seconds; a queue that grew for
 // a few seconds near the capacity, as a noisy machine makes it, holds far less.
-// Then a new request is refused (503) as it arrives when the queue ahead of it
-// would keep it waiting longer than the short budget (the queue's length times
-// the time the worker takes per request), so the refusal is fast and the served
+// Then a new request is refused (503) as it arrives when what it waited so far
+// plus the queue ahead of it (the queue's length times the time the worker takes
+// per request) passes the short budget, so the refusal is fast and the served
 // requests' wait stays within the short budget; those queued while the queue
-// grew, and any other that waited longer than it, are refused as they come up. It stops counting as sustained after
-// `sustainedAfterS` seconds without a refusal. A burst shorter than
+// grew, and any other that waited longer than it, are refused as they come up.
+// It stops counting as sustained after `sustainedAfterS` seconds without a
+// refusal. A burst shorter than
 // sustainedAfterS - 1 seconds never turns it on: the length falls, at the latest,
 // one sample after the burst (the samples' phase against the burst's start can
 // put two of its samples inside it).
