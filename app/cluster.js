@@ -24,6 +24,7 @@ const lifecycle = require('./lifecycle');
 const crashes = require('./crashes');
 const rolling = require('./rolling');
 const socketWatch = require('./socket-watch');
+const shedShare = require('./shed-share');
 const metricsServer = require('./metrics-server');
 const { createPrimaryCounters, countEvent } = require('./metrics');
 const { workerExecArgv } = require('./worker-flags');
@@ -78,6 +79,7 @@ class Primary {
     this.reloading = false;
     this.exitCode = 0;
     this.done = null;
+    this.shed = null; // the share nginx refuses (app/shed-share.js), with tunekit_app_sustained_after_s
   }
 
   // ---- listeners (app/listeners.js) -----------------------------------------
@@ -140,6 +142,7 @@ class Primary {
     if (this.finished) return;
     this.finished = true;
     this.releaseListeners();
+    shedShare.stopShedShare(this);
     this.log('info', 'stop', { code: this.exitCode });
     for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.removeListener(sig, this.signalHandlers[sig]);
     if (this.done) this.done(this.exitCode);
@@ -164,6 +167,7 @@ class Primary {
       this.metricsServer = await metricsServer.serveForPrimary(this);
       if (this.metricsServer) this.log('info', 'metrics-listen', { listen: s.metricsEndpoint.text, path: '/metrics' });
       await this.bindListeners();
+      this.shed = shedShare.startShedShare(this);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       this.log('error', 'listen-refused', { error: err.message, code: err.code });

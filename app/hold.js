@@ -30,6 +30,11 @@
 // one sample after the burst (the samples' phase against the burst's start can
 // put two of its samples inside it).
 //
+// At each sample, onSample gets what the second showed (arrivals, the time per
+// request, whether it counts as sustained): the worker sends it to its primary,
+// which sets the share of requests nginx refuses before they reach a worker
+// (app/shed-share.js), so that most refusals cost nginx's time, not the app's.
+//
 // Pure logic on a clock the caller passes: app/worker.js feeds it requests and
 // the tests made-up times.
 
@@ -80,7 +85,7 @@ function createFifo() {
  * A held queue. Items are the caller's; `start` (epoch ms) is when each began
  * waiting: nginx's X-Request-Start stamp, or when the worker read it.
  */
-function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS }) {
+function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, onSample = null }) {
   if (!(sustainedAfterS >= 1) || !(sustainedBudgetMs >= 1)) {
     throw new RangeError(`a held queue needs sustainedAfterS >= 1 and sustainedBudgetMs >= 1 (got ${sustainedAfterS}, ${sustainedBudgetMs})`);
   }
@@ -98,10 +103,21 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS }
   // length times it.
   let perRequestMs = 0;
   let lastServed = -Infinity;
+  // Since the last sample, for onSample (app/shed-share.js).
+  const fresh = () => ({ arrived: 0, served: 0, refused: 0 });
+  let counts = fresh();
+  let lastSample = null;
 
   function observe(now) {
     if (now < nextSample) return;
     nextSample = now + sampleMs;
+    judge(now);
+    if (onSample) onSample({ sustained, ...counts, windowMs: lastSample === null ? 0 : now - lastSample, perRequestMs, length: fifo.length });
+    counts = fresh();
+    lastSample = now;
+  }
+
+  function judge(now) {
     if (sustained) {
       if (now - lastRefusal >= sustainedAfterS * 1000) {
         sustained = false;
@@ -137,12 +153,18 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS }
      */
     arrive(item, start, now) {
       observe(now);
+      counts.arrived += 1;
       if (sustained && fifo.length > 0 && now - start + wouldWait(now) > sustainedBudgetMs) {
         lastRefusal = now;
+        counts.refused += 1;
         return true;
       }
       fifo.push(item, start);
       return false;
+    },
+    /** A sample is due (a timer calls it, so that an idle worker samples too). */
+    tick(now) {
+      observe(now);
     },
     /**
      * The oldest item, taken off the queue, or undefined when it is empty.
@@ -156,7 +178,9 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS }
       const refuse = sustained && waited > sustainedBudgetMs;
       if (refuse) {
         lastRefusal = now;
+        counts.refused += 1;
       } else {
+        counts.served += 1;
         // It was waiting when the last one was served: the gap is one request's time.
         if (taken[1] <= lastServed) perRequestMs += (now - lastServed - perRequestMs) / SERVICE_AVERAGE;
         lastServed = now;

@@ -12,6 +12,7 @@ const MSG = Object.freeze({
   DRAIN: 'drain', //             primary → worker: stop accepting, finish, exit
   METRICS: 'metrics', //         primary → worker: { seq }: send your sample (a scrape)
   METRICS_SAMPLE: 'metrics-sample', // worker → primary: { seq, sample } (app/metrics.js)
+  HOLD: 'hold', //               worker → primary: { sustained, arrived, served, refused, windowMs, perRequestMs, utilization }: its held queue's and event loop's last second (app/shed-share.js)
 });
 
 // PM2's wait_ready convention: a bare 'ready' from a worker it runs.

@@ -20,6 +20,7 @@ const { socketPaths } = require('./settings');
 const { MSG } = require('./ipc');
 const { formatFor } = require('./log');
 const crashes = require('./crashes');
+const shedShare = require('./shed-share');
 
 // A worker must report listening within settings.startTimeoutMs, or it is killed
 // as a failed start. This many failed starts in a row, with no worker started in
@@ -87,6 +88,10 @@ function onMessage(p, info, msg) {
   if (!msg || typeof msg !== 'object') return;
   if (msg.tunekit === MSG.METRICS_SAMPLE) {
     p.onMetricsSample(info, msg);
+    return;
+  }
+  if (msg.tunekit === MSG.HOLD) {
+    shedShare.onReport(p, info, msg);
     return;
   }
   if (msg.tunekit === MSG.FATAL) {
@@ -205,6 +210,7 @@ function onExit(p, worker, code, signal) {
   const info = p.infos.get(worker.id);
   if (!info) return;
   p.infos.delete(worker.id);
+  if (p.shed) p.shed.reports.delete(info.id);
   clearTimeout(info.startTimer);
   info.resolveReady(false);
   info.resolveExit({ code, signal });

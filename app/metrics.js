@@ -208,6 +208,7 @@ function createPrimaryCounters() {
     restarts: Object.fromEntries(RESTART_REASONS.map((r) => [r, 0])),
     crashes: Object.fromEntries(CRASH_STAGES.map((st) => [st, 0])),
     slotRestarts: {}, rebinds: 0, drains: 0, startTimeouts: 0,
+    shedShare: 0, // a gauge, set by app/shed-share.js at each update
   };
 }
 
@@ -282,6 +283,8 @@ const PRIMARY_FAMILIES = [
   ['tunekit_app_socket_rebinds_total', 'counter', 'Times the primary bound its socket path again after the file was deleted.', (c) => [['', {}, c.rebinds]]],
   ['tunekit_app_drains_total', 'counter', 'Workers that left by a drain (rolling restart, re-bind, stop).', (c) => [['', {}, c.drains]]],
   ['tunekit_app_worker_start_timeouts_total', 'counter', 'Workers killed for not listening within tunekit_app_start_timeout_ms.', (c) => [['', {}, c.startTimeouts]]],
+  ['tunekit_app_shed_share', 'gauge', 'The share of the app\'s requests nginx refuses now (503 with Retry-After, before any connection to the app) because the workers\' overload counts as sustained: the files in tunekit_app_shed_dir over 256. 0: none.',
+    (c) => [['', {}, c.shedShare]]],
 ];
 
 function family([name, type, help, rows], sources) {

@@ -27,7 +27,7 @@ const INTEGER_FIELDS = [
 // (roles/tunekit/defaults/main/) holds them, the template renders
 // them all, and a file that lacks one was rendered by another version of the kit.
 const BOOLEAN_FIELDS = ['perfMap', 'memoryReducer', 'metrics'];
-const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS, 'metricsListen'];
+const FIELDS = ['name', 'listen', 'strategy', 'module', 'socketMode', 'socketGroup', ...INTEGER_FIELDS, ...BOOLEAN_FIELDS, 'metricsListen', 'shedDir'];
 
 /**
  * Parse a listen string.
@@ -159,6 +159,9 @@ function normalize(input) {
   s.socketMode = String(s.socketMode);
   Object.defineProperty(s, 'modeBits', { value: parseMode(s.socketMode), enumerable: false });
   s.socketGroup = s.socketGroup == null ? '' : String(s.socketGroup);
+  if (typeof s.shedDir !== 'string' || (s.shedDir !== '' && !s.shedDir.startsWith('/'))) {
+    throw new SettingsError(`shedDir ${JSON.stringify(s.shedDir)} (tunekit_app_shed_dir) must be an absolute path, or "" for none`);
+  }
   if (typeof s.module !== 'string') throw new SettingsError('module must be a path string ("" for the example app)');
   if (s.workers === 0) s.workers = availableCpus();
   NORMALIZED.add(s);

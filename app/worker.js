@@ -25,7 +25,8 @@ const { listenMetrics, instanceEndpoint } = require('./metrics-server');
 const address = require('./address');
 const shed = require('./shed');
 const { createAccepts } = require('./accepts');
-const { createHold } = require('./hold');
+const { performance } = require('node:perf_hooks');
+const { createHold, SAMPLE_MS } = require('./hold');
 
 const managed = Boolean(process.env.TUNEKIT_PRIMARY_PID) &&
   Number(process.env.TUNEKIT_PRIMARY_PID) === process.ppid &&
@@ -362,7 +363,19 @@ function installDispatcher(srv) {
  */
 function heldDispatch(srv, listeners) {
   accepts.keepWide();
-  const held = createHold({ sustainedAfterS: settings.sustainedAfterS, sustainedBudgetMs: settings.sustainedBudgetMs });
+  // The primary sets the share nginx refuses from each worker's samples (app/shed-share.js).
+  // With how busy the event loop was over the sample's second.
+  let loop = performance.eventLoopUtilization();
+  const report = settings.shedDir && managed
+    ? (sample) => {
+      const now = performance.eventLoopUtilization();
+      const { utilization } = performance.eventLoopUtilization(now, loop);
+      loop = now;
+      process.send({ tunekit: MSG.HOLD, ...sample, utilization }, undefined, () => {});
+    }
+    : null;
+  const held = createHold({ sustainedAfterS: settings.sustainedAfterS, sustainedBudgetMs: settings.sustainedBudgetMs, onSample: report });
+  if (report) setInterval(() => held.tick(Date.now()), SAMPLE_MS).unref();
   const queueBudgetMs = settings.queueBudgetMs;
   let scheduled = false;
 

@@ -152,7 +152,7 @@ function siteSets(vars) {
       ...members[0],
       tunekit_site_first: i === 0,
       tunekit_nginx_default_server: i === 0 && Boolean(vars.tunekit_nginx_default_server),
-      tunekit_site_apps: members.map((a) => ({ name: a.tunekit_app_name, location: a.tunekit_nginx_location, proxy_pass: a.tunekit_nginx_proxy_pass })),
+      tunekit_site_apps: members.map((a) => ({ name: a.tunekit_app_name, location: a.tunekit_nginx_location, proxy_pass: a.tunekit_nginx_proxy_pass, shed_dir: a.tunekit_nginx_shed_dir })),
     };
   });
 }

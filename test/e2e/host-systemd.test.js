@@ -352,7 +352,9 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
   // Leave a stale socket file at the path, as a crashed process would: the
   // socket unit must replace it, not fail with EADDRINUSE.
   await sh(host, `mkdir -p ${path.dirname(sock)} && python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' ${sock} && test -S ${sock}`);
-  const sa = await installed(['tunekit_systemd_socket_activation=true']);
+  // With the held queue on: the socket unit creates the directory where the
+  // runner tells nginx what share to refuse, and the sandboxed service may write it.
+  const sa = await installed(['tunekit_systemd_socket_activation=true', 'tunekit_app_sustained_after_s=3']);
   const socketUnit = `${sa.tunekit_app_name}.socket`;
   await sh(host, `systemctl daemon-reload && systemd-analyze verify ${unit} ${socketUnit} && systemctl start ${socketUnit} && systemctl start ${unit}`);
   const before = await waitServing(host, sa, 2);
@@ -362,6 +364,24 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     assert.equal(await sh(host, `stat -c '%U:%G %a %F' ${sock}`), 'tunekit:tunekit 660 socket');
     assert.equal(await sh(host, `stat -c '%U:%G %a' ${path.dirname(sock)}`), 'root:tunekit 750');
     assert.equal(await sh(host, `systemctl show -p Triggers --value ${socketUnit}`), unit);
+  });
+
+  await t.test('the shed directory: the app user\'s, 0750, in the sandboxed service\'s ReadWritePaths; nginx tests it on every request', async () => {
+    const shedDir = sa.tunekit_nginx_shed_dir;
+    assert.equal(await sh(host, `stat -c '%U:%G %a' ${shedDir}`), 'tunekit:tunekit 750');
+    assert.match(await sh(host, `systemctl show -p ReadWritePaths --value ${unit}`), new RegExp(`(^| )-?${shedDir}( |$)`));
+    assert.doesNotMatch(await sh(host, `journalctl -u ${unit} -o cat --no-pager`), /"event":"shed-dir"/, 'the runner opened it');
+    // nginx with the site.conf of this install (the runner's was enough so far).
+    await sh(host, 'nginx -t -q && systemctl restart nginx');
+    assert.match(await sh(host, `cat ${sa.tunekit_nginx_include_dir}/site.conf`), new RegExp(`if \\(-f "${shedDir}/\\$tunekit_shed_bucket"\\)`));
+    // A share file the runner did not write: nginx refuses the requests whose id
+    // ends in its name (1 in 256), so with all 256 every request, at once, 503.
+    await sh(host, `cd ${shedDir} && for i in $(seq 0 255); do touch $(printf %02x $i); done`);
+    const refused = await sh(host, 'curl -s -D - -o /dev/null --max-time 30 http://127.0.0.1/');
+    assert.match(refused, /^HTTP\/1\.1 503 /, refused);
+    assert.match(refused, new RegExp(`^Retry-After: ${sa.tunekit_nginx_overload_retry_after_s}\\s*$`, 'mi'));
+    await sh(host, `rm -f ${shedDir}/[0-9a-f][0-9a-f]`);
+    assert.equal(await sh(host, `curl -s -o /dev/null -w '%{http_code}' --max-time 30 http://127.0.0.1/`), '200');
   });
 
   await t.test('systemctl restart under load loses no connection attempt', async (st) => {

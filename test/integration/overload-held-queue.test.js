@@ -9,12 +9,14 @@
 // blocks it 20 ms, test/fixtures/overload/slow-app.js), so "past its capacity"
 // does not depend on the machine's speed. The overload is open loop: a request
 // every 4 ms (250 a second), each on a connection of its own, until the first
-// refusal comes back or a bound (count and time) is reached.
+// refusal comes back (and, for nginx's share, a few seconds more) or a bound
+// (count and time) is reached.
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const path = require('node:path');
+const fs = require('node:fs');
 const { startStack } = require('../../lib/stack');
 
 const FIXTURE = path.join(__dirname, '..', 'fixtures', 'overload', 'slow-app.js');
@@ -59,41 +61,53 @@ async function shed(s) {
 }
 
 const refusedAsSustained = (r) => r.status === 503 && /past its capacity/.test(r.body);
+// nginx's own 503 page: a request refused by the share (site.conf), no app involved.
+const refusedByNginx = (r) => r.status === 503 && /<center>nginx/.test(r.body);
 
-test('an overload that keeps the held queue growing turns the short budget on: 503 with Retry-After from the runner, every request answered', async (t) => {
-  const s = await stack(t);
-  const url = `${s.url}work`;
+/**
+ * A request every EVERY_MS to `url` until `done(elapsedMs, firstRefusalMs)` or
+ * MAX_REQUESTS; resolves with every answer (each with `sentMs`, since the start)
+ * and when the first sustained refusal came.
+ */
+async function overload(url, done) {
   const started = Date.now();
   const pending = [];
   let firstRefusalMs = null;
   await new Promise((resolve) => {
     const timer = setInterval(() => {
-      if (firstRefusalMs !== null || pending.length >= MAX_REQUESTS) {
+      if (done(Date.now() - started, firstRefusalMs) || pending.length >= MAX_REQUESTS) {
         clearInterval(timer);
         resolve();
         return;
       }
+      const sentMs = Date.now() - started;
       pending.push(get(url).then((r) => {
         if (firstRefusalMs === null && refusedAsSustained(r)) firstRefusalMs = Date.now() - started;
-        return r;
+        return { ...r, sentMs };
       }));
     }, EVERY_MS);
   });
-  const results = await Promise.all(pending);
+  return { results: await Promise.all(pending), firstRefusalMs };
+}
+
+test('an overload that keeps the held queue growing turns the short budget on: 503 with Retry-After from the runner, every request answered', async (t) => {
+  const s = await stack(t);
+  const { results, firstRefusalMs } = await overload(`${s.url}work`, (_, first) => first !== null);
+  const pending = results;
   assert.ok(firstRefusalMs !== null, `a sustained refusal came within ${pending.length} requests`);
   assert.ok(firstRefusalMs >= SUSTAINED_AFTER_S * 1000,
     `not before the queue had grown for ${SUSTAINED_AFTER_S} samples a second apart (first at ${firstRefusalMs} ms)`);
   assert.deepEqual(results.filter((r) => r.error), [], 'no request lost: every one answered');
   const statuses = new Set(results.map((r) => r.status));
   assert.deepEqual([...statuses].sort(), [200, 503], 'each served or refused');
-  const refused = results.filter((r) => r.status === 503);
-  assert.ok(refused.every(refusedAsSustained), `each 503 says why: ${refused[0].body.trim()}`);
+  const refused = results.filter((r) => r.status === 503 && !refusedByNginx(r));
+  assert.ok(refused.every(refusedAsSustained), `each of the runner's 503s says why: ${refused[0].body.trim()}`);
   assert.match(refused[0].body, new RegExp(`for ${SUSTAINED_AFTER_S} s or more.*more than ${SUSTAINED_BUDGET_MS} ms of waiting`));
   assert.ok(refused.every((r) => r.retryAfter === String(RETRY_AFTER_S)), 'each carries Retry-After');
   const served = results.filter((r) => r.status === 200).length;
   assert.ok(served > 0, 'requests were served meanwhile');
   const counts = await shed(s);
-  assert.equal(counts.sustained, refused.length, 'the runner counted each refusal, reason sustained');
+  assert.equal(counts.sustained, refused.length, 'the runner counted each of its refusals, reason sustained');
   // The handler ran only for the served ones: the app's own count says so.
   const appCount = Math.max(...results.filter((r) => r.status === 200).map((r) => JSON.parse(r.body).served));
   assert.equal(appCount, served, 'no app code ran for a refused request');
@@ -108,4 +122,38 @@ test('a burst queued far longer than the short budget is served whole: the queue
   assert.deepEqual(results.map((r) => r.status), Array(BURST).fill(200), 'none refused');
   assert.equal(Math.max(...results.map((r) => JSON.parse(r.body).served)), BURST);
   assert.deepEqual(await shed(s), { queue_time: 0, sustained: 0 });
+});
+
+test('once sustained, nginx refuses the share the worker cannot serve (no connection to the app), and refuses nothing once the load is gone', async (t) => {
+  const s = await stack(t);
+  const shedDir = s.vars.tunekit_nginx_shed_dir;
+  assert.ok(shedDir, 'the tree names a shed directory');
+  const AFTER_MS = 8000;
+  const { results, firstRefusalMs } = await overload(`${s.url}work`, (elapsed, first) => first !== null && elapsed > first + AFTER_MS);
+  assert.ok(firstRefusalMs !== null, `a sustained refusal came within ${results.length} requests`);
+  assert.deepEqual(results.filter((r) => r.error), [], 'no request lost: every one answered');
+  assert.deepEqual([...new Set(results.map((r) => r.status))].sort(), [200, 503]);
+  const refused = results.filter((r) => r.status === 503);
+  assert.ok(refused.every((r) => refusedByNginx(r) || refusedAsSustained(r)), 'each 503 is nginx\'s share or the runner\'s');
+  assert.ok(refused.every((r) => r.retryAfter === String(RETRY_AFTER_S)), 'each carries Retry-After, nginx\'s too');
+  // The last half of the overload: the share has had seconds to follow the load
+  // (250 a second offered, about 50 served): nginx refuses most of what is refused.
+  const late = results.filter((r) => r.sentMs > firstRefusalMs + AFTER_MS / 2);
+  const byNginx = late.filter(refusedByNginx).length;
+  const byRunner = late.filter(refusedAsSustained).length;
+  assert.ok(byNginx > 3 * byRunner, `late in the overload nginx refused ${byNginx}, the runner ${byRunner}`);
+  assert.ok(late.some((r) => r.status === 200), 'the app kept serving');
+  // The runner counts only its own refusals: nginx's never reached it.
+  assert.equal((await shed(s)).sustained, results.filter(refusedAsSustained).length);
+  // The load is gone: the next report ends the share, and the files go.
+  const deadline = Date.now() + 30_000;
+  const left = () => fs.readdirSync(shedDir).filter((n) => /^[0-9a-f]{2}$/.test(n));
+  while (left().length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.deepEqual(left(), [], 'no file left once the load is gone');
+  // One at a time (a burst within sustainedAfterS of the overload's end still meets
+  // the short budget, by design): none refused, by nginx or the runner.
+  const after = [];
+  for (let i = 0; i < 20; i++) after.push((await get(`${s.url}after`)).status);
+  assert.deepEqual(after, Array(20).fill(200), 'nothing refused after it');
+  assert.match(fs.readFileSync(s.appLogPath, 'utf8'), /"event":"shed-share".*"share":0[,}]/, 'the runner logged the share back at 0');
 });

@@ -48,6 +48,33 @@ test('with several apps the bound is host-wide: every app\'s upstream bounded, e
   assert.throws(() => config.resolve({ varsFiles: [file] }), /tunekit_nginx_upstream_max_conns is host-wide/);
 });
 
+test('the held queue on: nginx tests the shed directory the runner writes, per app, and answers its refusal 503 with Retry-After; off or stock, nothing of it', (t) => {
+  const f = files(['tunekit_app_sustained_after_s=3', 'tunekit_nginx_overload_retry_after_s=5']);
+  const dir = JSON.parse(f['app.json']).shedDir;
+  assert.equal(dir, '/run/tunekit-app/shed');
+  const site = live(f['site.conf']);
+  assert.ok(site.includes(`if (-f "${dir}/$tunekit_shed_bucket") {\n            return 503;`), site);
+  assert.match(site, /if \(\$request_id ~ "\(\[0-9a-f\]\{2\}\)\$"\) \{\s+set \$tunekit_shed_bucket \$1;/);
+  assert.match(site, /error_page 503 = @tunekit_overload;\s+open_file_cache off;/);
+  assert.match(site, /location @tunekit_overload \{\s+if \(\$upstream_addr !~ ":"\) \{\s+add_header Retry-After 5 always;/);
+  for (const set of [[], ['tunekit_app_sustained_after_s=3', 'tunekit_profile=stock', 'tunekit_upstream_kind=tcp']]) {
+    const g = files(set);
+    assert.equal(JSON.parse(g['app.json']).shedDir, '', set.join(' ') || 'default');
+    assert.doesNotMatch(live(g['site.conf']), /shed|@tunekit_overload/, set.join(' ') || 'default');
+  }
+  // Two apps, one with it on: its location tests its own directory, the other's none.
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-overload-')), 'apps.yml');
+  t.after(() => fs.rmSync(path.dirname(file), { recursive: true, force: true }));
+  fs.writeFileSync(file, JSON.stringify({ tunekit_nginx_default_server: false, tunekit_apps: [
+    { name: 'api', server_name: 'api.example.test', tunekit_app_sustained_after_s: 3 }, { name: 'web', server_name: 'web.example.test' }] }));
+  const rendered = renderer.renderAll(config.resolve({ varsFiles: [file] }));
+  const sites = rendered.filter((r) => r.dest.endsWith('/site.conf')).map((r) => live(r.content)).join('\n');
+  assert.deepEqual([...sites.matchAll(/if \(-f "([^"]+)\/\$tunekit_shed_bucket"\)/g)].map((m) => m[1]), ['/run/api/shed']);
+  assert.equal((sites.match(/location @tunekit_overload/g) || []).length, 1, 'the refusal location where a location sends to it');
+  const shedDirs = rendered.filter((r) => r.dest.endsWith('.json') && /"shedDir"/.test(r.content)).map((r) => JSON.parse(r.content).shedDir).sort();
+  assert.deepEqual(shedDirs, ['', '/run/api/shed']);
+});
+
 test('max_conns 0 (the default) and the stock profile render none of it', () => {
   for (const set of [[], ['tunekit_profile=stock', 'tunekit_upstream_kind=tcp']]) {
     const f = files(set);

@@ -115,7 +115,7 @@ test('the primary\'s counters follow its log events', () => {
   metrics.countEvent(c, 'info', 'ready', {});
   assert.deepEqual(c, {
     restarts: { crash: 1, start_timeout: 1, rolling: 2, rebind: 1 }, crashes: { starting: 1, young: 0, serving: 1 },
-    slotRestarts: { 1: 2, 2: 1 }, rebinds: 1, drains: 3, startTimeouts: 1,
+    slotRestarts: { 1: 2, 2: 1 }, rebinds: 1, drains: 3, startTimeouts: 1, shedShare: 0,
   });
   assert.match(metrics.render({ workers: [], primary: c }), /^tunekit_app_worker_crashes_total\{stage="serving"\} 1$/m);
 });
