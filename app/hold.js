@@ -112,7 +112,7 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, 
     if (now < nextSample) return;
     nextSample = now + sampleMs;
     judge(now);
-    if (onSample) onSample({ sustained, ...counts, windowMs: lastSample === null ? 0 : now - lastSample, perRequestMs, length: fifo.length });
+    if (onSample) onSample({ sustained, ...counts, windowMs: lastSample === null ? 0 : now - lastSample, perRequestMs });
     counts = fresh();
     lastSample = now;
   }

@@ -259,4 +259,4 @@ function stopShedShare(p) {
   p.shed = null;
 }
 
-module.exports = { nextShare, shareDuring, reportOf, openShedDir, startShedShare, onReport, stopShedShare, update, BUCKETS, HEADROOM, MAX_SHARE, STALE_MS };
+module.exports = { nextShare, shareDuring, reportOf, openShedDir, startShedShare, onReport, stopShedShare, BUCKETS, HEADROOM, MAX_SHARE, STALE_MS };
