@@ -602,20 +602,28 @@ function drain() {
   };
   net.Server.prototype.close.call(server, closed);
   accepts.end().then(closed);
-  // Busy connections close after their current response: one that began before
-  // the drain (an SSE stream the app ends on tunekit:drain) was sent keep-alive, so
-  // its connection is closed once it is done; those after it say Connection: close.
+  // Closing a connection the client may reuse races its next request (RFC 9112,
+  // section 9.3.1): nginx sends it, reads the close, and answers 502 to a POST,
+  // which it does not send again. So a connection is closed only when nginx knows
+  // not to reuse it (its last answer said Connection: close) or when it has stayed
+  // idle through a short grace: nginx reuses its most recently pooled connection
+  // first, so one idle that long is the last it would pick.
+  const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
   for (const socket of sockets) {
     markClosing(socket);
     const res = openResponse(socket);
-    if (res) res.once('close', () => closeIfIdle(socket));
+    if (!res) continue;
+    // Not begun yet: its answer says Connection: close, and Node closes after it.
+    if (!res.headersSent) res.setHeader('connection', 'close');
+    // Begun before the drain (an SSE stream the app ends on tunekit:drain) and sent
+    // keep-alive: nginx pools the connection again when it ends. Its next request
+    // is answered (with Connection: close); none within the grace, it closes.
+    else res.once('close', () => setTimeout(() => closeIfIdle(socket), grace).unref());
   }
   // Upgraded connections wait for the app only if it listens; else they go with the idle ones.
   const appCloses = process.listenerCount(DRAIN_EVENT) > 0;
   tellApp(settings.drainTimeoutMs);
-  // Connections that stayed idle through a short grace get no further request from
-  // a busy client: close them gently too.
-  const grace = Math.min(500, Math.floor(settings.drainTimeoutMs / 4));
+  // Connections idle since before the drain: closed gently once the grace is over.
   setTimeout(() => {
     for (const socket of sockets) if (!(socket[UPGRADED] && appCloses)) closeIfIdle(socket);
   }, grace).unref();

@@ -233,11 +233,12 @@ test('the hardened unit on a booted systemd host: owner, mode, limits, reload an
     const c = JSON.parse((await load).split('\n').pop());
     const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
     st.diagnostic(`${seconds} s: ${JSON.stringify(c)}`);
-    bodies.assertWhole(c, 'systemctl reload');
+    const errorLog = await sh(host, `cat ${errorLogPath}`);
+    bodies.assertWhole(c, 'systemctl reload', errorLog);
     assert.equal(await sh(host, `systemctl is-active ${unit}`), 'active');
     // `tunekit logs` reads the unit's journal: the runner's reload-done line is there.
     assert.match(await sh(host, `node /opt/tunekit-app/bin/tunekit.js logs -n 200 --app-config ${vars.tunekit_app_config_path}`), /"event":"reload-done"/);
-    const { buffered, other } = bodies.errorLines(await sh(host, `cat ${errorLogPath}`));
+    const { buffered, other } = bodies.errorLines(errorLog);
     assert.deepEqual(other, [], 'nginx logged nothing about the reloads');
     // tunekit doctor on the host, as an operator runs it after a deploy.
     const dr = await host.ssh(`node /opt/tunekit-app/bin/tunekit.js doctor --json --app-config ${vars.tunekit_app_config_path}`);

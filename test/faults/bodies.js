@@ -123,10 +123,16 @@ function summary(c, seen) {
   return { ...out, seenPosts: at.size, lost, wrong, duplicates };
 }
 
-/** What a user would notice, asserted: summary() with the app's record. */
-function assertWhole(c, label) {
+/**
+ * What a user would notice, asserted: summary() with the app's record. `errorLog`,
+ * nginx's error log as text when the test has it: a failure quotes its lines
+ * (errorLines' `other`), which say why nginx answered 5xx.
+ */
+function assertWhole(c, label, errorLog = '') {
   assert.ok(c.post > 0 && c.get > 0, `${label}: GETs and POSTs were sent`);
-  assert.equal(c.failed, 0, `${label}: 0 failed requests: ${JSON.stringify({ status: c.status, errors: c.errors })}`);
+  const said = errorLog ? errorLines(errorLog).other : [];
+  assert.equal(c.failed, 0, `${label}: 0 failed requests: ${JSON.stringify({ status: c.status, errors: c.errors })}` +
+    (said.length ? `; nginx's error log: ${said.slice(0, 5).join(' | ')}` : ''));
   assert.equal(c.corrupted, 0, `${label}: every POST answer carries the hash of the body sent`);
   assert.equal(c.lost, 0, `${label}: every POST body reached the app`);
   assert.equal(c.wrong, 0, `${label}: the app read every POST body whole`);

@@ -61,12 +61,13 @@ test(`${NGINX_RELOADS} nginx reloads and ${APP_RELOADS} rolling restarts of the 
   const workersAfter = stack.pids().app.slice(1);
 
   const c = bodies.summary(loaded, stack.seen());
-  const { buffered, other } = bodies.errorLines(fs.readFileSync(stack.errorLogPath, 'utf8'));
+  const errorLog = fs.readFileSync(stack.errorLogPath, 'utf8');
+  const { buffered, other } = bodies.errorLines(errorLog);
   const fails = doctor(stack).filter((f) => f.level === 'fail').map((f) => f.id);
   t.diagnostic(`${seconds} s: ${JSON.stringify(c)}; nginx error log: ${buffered} body-buffered lines, ${other.length} others ${JSON.stringify(other.slice(0, 2))}; doctor fails: ${JSON.stringify(fails)}`);
 
   assert.ok(workersAfter.every((p) => !workersBefore.includes(p)), `every app worker was replaced: ${workersBefore} -> ${workersAfter}`);
-  bodies.assertWhole(c, 'nginx reloads and rolling restarts');
+  bodies.assertWhole(c, 'nginx reloads and rolling restarts', errorLog);
 
   record('restart-bodies', {
     command: 'TUNEKIT_FAULTS_REPORT=faults.json node --test test/faults/restart-bodies.test.js',

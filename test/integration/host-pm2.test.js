@@ -207,13 +207,14 @@ test('3 x pm2 reload under GETs and POSTs of 0..64 KB through nginx: 0 failed, e
   const seconds = Number(((Date.now() - started) / 1000).toFixed(1));
   const c = bodies.summary(await load, hashApp.seen(ctx.seenDir));
   t.diagnostic(`${seconds} s: ${JSON.stringify(c)}`);
-  bodies.assertWhole(c, '3 x pm2 reload');
+  const errorLog = fs.readFileSync(ctx.pv.tunekit_nginx_error_log_path, 'utf8');
+  bodies.assertWhole(c, '3 x pm2 reload', errorLog);
   // PM2 replaces the app's workers only; nginx keeps every client connection, so
   // nothing the client sends is reset and nothing needs a retry.
   assert.equal(c.getRetried + c.postRetried, 0, 'no request needed a retry');
   // nginx logged nothing about the reloads but, rarely, a GET it sent on a pooled
   // connection as the old worker closed it, and sent again (bodies.errorLines).
-  const { buffered, retriedGets, other } = bodies.errorLines(fs.readFileSync(ctx.pv.tunekit_nginx_error_log_path, 'utf8'));
+  const { buffered, retriedGets, other } = bodies.errorLines(errorLog);
   assert.deepEqual(other, [], 'nginx logged nothing about the reloads');
   const fails = doctorAt(path.join(ctx.pv.tunekit_nginx_conf_dir, 'nginx.conf'), ctx.pv.tunekit_app_config_path)
     .filter((f) => f.level === 'fail').map((f) => f.id);

@@ -90,6 +90,50 @@ test('SIGTERM with an open SSE stream: the app saw the drain, the stream ends cl
   await stoppedBeforeDrainTimeout(r);
 });
 
+// nginx keeps its upstream connections open and reuses the one it pooled last. A
+// worker that closes a connection nginx may reuse races nginx's next request on it
+// (RFC 9112, section 9.3.1), and nginx answers a POST that loses the race 502.
+test('SIGTERM during a keep-alive request not answered yet: the answer says Connection: close, so the client does not reuse the connection the worker closes', async (t) => {
+  const { r, sock } = await startApp(t, '');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const inflight = h.inFlight(sock, '/?delay_ms=3000', { agent });
+  await inflight.read;
+  r.signal('SIGTERM');
+  const res = await inflight.answer;
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.connection, 'close', 'an answer begun after the drain started tells the client not to reuse the connection');
+  await stoppedBeforeDrainTimeout(r);
+});
+
+test('SIGTERM during a keep-alive SSE stream: the app ends it, and the request the client sends next on that connection is answered (Connection: close), not cut', async (t) => {
+  const { r, sock } = await startApp(t, '');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const get = (urlPath) => new Promise((resolve, reject) => {
+    const req = http.get({ socketPath: sock, path: urlPath, agent, timeout: 15000 }, (res) => resolve({ req, res }));
+    req.on('timeout', () => req.destroy(new Error(`${urlPath} timed out`)));
+    req.on('error', reject);
+  });
+  const { res: stream } = await get('/events');
+  assert.equal(stream.headers.connection, 'keep-alive', 'the stream began before the drain, as keep-alive');
+  stream.setEncoding('utf8');
+  let body = '';
+  await new Promise((resolve) => stream.on('data', (chunk) => {
+    body += chunk;
+    if (body.includes('event: tick')) resolve();
+  }));
+  r.signal('SIGTERM');
+  // The stream's end is when a client pools the connection again and may send on it at once.
+  await new Promise((resolve) => stream.once('end', resolve));
+  const next = await get('/').catch((err) => assert.fail(`the next request on the pooled connection failed: ${err.code || err.message}`));
+  assert.equal(next.req.reusedSocket, true, 'it went on the stream\'s connection');
+  assert.equal(next.res.statusCode, 200);
+  assert.equal(next.res.headers.connection, 'close');
+  next.res.resume();
+  await stoppedBeforeDrainTimeout(r);
+});
+
 test('SIGTERM with an open WebSocket the app does not close: it goes with the idle connections, the drain is not held', async (t) => {
   const { r, sock } = await startApp(t, path.join(h.FIXTURES, 'ws-app.js'));
   const ws = await openSocket(t, sock);
