@@ -103,8 +103,8 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, 
   // length times it.
   let perRequestMs = 0;
   let lastServed = -Infinity;
-  // Since the last sample, for onSample (app/shed-share.js).
-  const fresh = () => ({ arrived: 0, served: 0, refused: 0 });
+  // Since the last sample, for onSample (app/shed-share.js); queued: served ones that waited while the one before was served.
+  const fresh = () => ({ arrived: 0, served: 0, refused: 0, queued: 0 });
   let counts = fresh();
   let lastSample = null;
 
@@ -182,6 +182,7 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, 
       } else {
         counts.served += 1;
         // It was waiting when the last one was served: the gap is one request's time.
+        counts.queued += taken[1] <= lastServed ? 1 : 0;
         if (taken[1] <= lastServed) perRequestMs += (now - lastServed - perRequestMs) / SERVICE_AVERAGE;
         lastServed = now;
       }

@@ -218,7 +218,15 @@ function update(p, shed, now) {
  * that second). What it can serve is what it served over the share of the
  * second its loop was busy: saturated (busy all along) that is what it served,
  * with nginx and the other workers taking their part of the cores; given less
- * than it can serve, it is what it served scaled up by the idle time.
+ * than it can serve, it is what it served scaled up by the idle time. How busy
+ * it was is the larger of its loop's reading and the share of the requests it
+ * served that were already waiting when it served the one before (`queued`): a
+ * loop that shares its core with nginx reads 0.8-0.95 busy while its queue never
+ * empties (it waits for the core, not for work), and scaled by that reading the
+ * figure was 5-20% high, so the workers refused half of a 2x overload themselves.
+ * Taking any second with a refusal as saturated instead ratcheted down: bursts
+ * overrun the short budget of a worker 85% busy too (docs/overload.md). Each
+ * second stands alone, so a slow one is not kept.
  *
  * Two figures this replaced, each measured in the ladders of docs/overload.md:
  * 1 / (its time per request) counted the gaps between requests served while
@@ -233,7 +241,8 @@ function reportOf(msg, before, now) {
   const windowMs = Number(msg.windowMs) || 0;
   const served = Number(msg.served) || 0;
   const utilization = Number(msg.utilization);
-  const busy = utilization > 0 && utilization <= 1 ? Math.max(utilization, MIN_BUSY) : 1;
+  const queued = served > 0 ? Math.min(1, (Number(msg.queued) || 0) / served) : 0;
+  const busy = utilization > 0 && utilization <= 1 ? Math.max(utilization, queued, MIN_BUSY) : 1;
   let servesPerS = before ? before.servesPerS : 0;
   if (windowMs > 0 && served > 0) servesPerS = (served * 1000) / windowMs / busy;
   return { at: now, sustained: msg.sustained === true, arrived: Number(msg.arrived) || 0, windowMs, perRequestMs: Number(msg.perRequestMs) || 0, servesPerS };

@@ -68,16 +68,18 @@ test('stale reports, no measured time per request, and the cap', () => {
  * refuses those whose bucket (a permutation of 0..255, like $request_id's random
  * last byte) has a file; the rest join one worker's held queue, served at
  * `capacityAt(t)` a second (500); the primary updates the share at each of the worker's
- * reports (once a second). Returns per-second counts.
+ * reports (once a second). `seenBusy`: the share of its busy time the worker's
+ * loop reads as busy (below 1 when it shares its core with nginx: it waits for the
+ * core, not for work). Returns per-second counts.
  */
-function loop({ durationMs, offeredAt, capacityAt = () => 500 }) {
+function loop({ durationMs, offeredAt, capacityAt = () => 500, seenBusy = 1 }) {
   const reports = new Map();
   let state = { active: false, shares: [] };
   const hold = createHold({
     sustainedAfterS: 3, sustainedBudgetMs: 20,
     onSample: (s) => {
       // The loop was busy while it served, at the capacity of each millisecond.
-      reports.set(1, reportOf({ ...s, utilization: Math.min(1, busyMs / s.windowMs) }, reports.get(1), now));
+      reports.set(1, reportOf({ ...s, utilization: Math.min(1, (seenBusy * busyMs) / s.windowMs) }, reports.get(1), now));
       busyMs = 0;
       state = nextShare(reports, state, now);
     },
@@ -120,8 +122,9 @@ function loop({ durationMs, offeredAt, capacityAt = () => 500 }) {
   return seconds;
 }
 
-test('the whole loop: at 2x, once sustained, nginx takes nearly all the refusals and the worker serves its capacity with a short wait; at 0.5x after it, nothing is refused within 2 s', () => {
-  const seconds = loop({ durationMs: 30_000, offeredAt: (t) => (t < 20_000 ? 1000 : 250) });
+for (const seenBusy of [1, 0.85]) {
+  test(`the whole loop, its loop reading ${seenBusy} of its busy time: at 2x, once sustained, nginx takes nearly all the refusals and the worker serves its capacity with a short wait; at 0.5x after it, nothing is refused within 2 s`, () => {
+  const seconds = loop({ durationMs: 30_000, offeredAt: (t) => (t < 20_000 ? 1000 : 250), seenBusy });
   const steady = seconds.slice(10, 20);
   const sum = (xs, k) => xs.reduce((a, s) => a + s[k], 0);
   const nginx = sum(steady, 'nginx');
@@ -135,7 +138,8 @@ test('the whole loop: at 2x, once sustained, nginx takes nearly all the refusals
   const after = seconds.slice(22, 30);
   assert.equal(sum(after, 'nginx') + sum(after, 'worker'), 0, JSON.stringify(after.map((s) => [s.nginx, s.worker])));
   assert.equal(after.at(-1).share, 0);
-});
+  });
+}
 
 const tmp = (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tunekit-shed-'));
@@ -196,7 +200,7 @@ test('a report is divided by the share nginx refused during its second, not the 
   assert.ok(Math.abs(next.offered - 250 / 0.75) < 1e-9, `${next.offered}`);
 });
 
-test('what a worker can serve: what it served over the share of the second its loop was busy', () => {
+test('what a worker can serve: what it served over the share of the second it was busy (its loop reading, or the share of those it served that were queued)', () => {
   const saturated = reportOf({ sustained: true, arrived: 900, served: 400, refused: 20, windowMs: 1000, perRequestMs: 1, utilization: 1 }, undefined, 1000);
   assert.equal(saturated.servesPerS, 400, 'not 1000 / perRequestMs: the gaps of a moment alone on the core');
   // nginx's share took more than the excess: 300 served, the loop idle a quarter of the time.
@@ -204,6 +208,10 @@ test('what a worker can serve: what it served over the share of the second its l
   assert.equal(given.servesPerS, 400);
   const share = nextShare(new Map([[1, given]]), { active: true, shares: [{ at: 0, share: 0.5 }] }, 2100);
   assert.equal(share.capacity, 400);
+  // Its queue never emptied: saturated, whatever its loop read (one sharing its core with nginx reads less).
+  assert.equal(reportOf({ sustained: true, arrived: 900, served: 400, refused: 20, queued: 400, windowMs: 1000, perRequestMs: 1, utilization: 0.85 }, given, 2500).servesPerS, 400);
+  // A refusal alone is not saturation: a burst overruns the short budget of a worker 80% busy too.
+  assert.equal(reportOf({ sustained: true, arrived: 330, served: 320, refused: 10, queued: 160, windowMs: 1000, perRequestMs: 1, utilization: 0.8 }, given, 2500).servesPerS, 400);
   // A second with nothing served keeps the last figure; one nearly idle is scaled up at most 10x.
   assert.equal(reportOf({ served: 0, windowMs: 1000, utilization: 0.01 }, given, 3000).servesPerS, 400);
   assert.equal(reportOf({ served: 5, windowMs: 1000, utilization: 0.01 }, given, 3000).servesPerS, 50);
