@@ -15,10 +15,13 @@
 //
 // The primary sets k at each report of a worker (each sends one a second): with
 // A requests a second reaching the workers while nginx refuses a share f, the
-// offered load is A / (1 - f); the workers serve S, the sum of what each served
-// over the share of the second its event loop was busy; nginx refuses what the
-// workers cannot serve, less a margin (HEADROOM) the workers' own rule still
-// refuses, so they stay saturated: f = 1 - HEADROOM x S / (A / (1 - f)).
+// offered load is A / (1 - f); a worker serves S, what it served over the share
+// of the second it was busy; nginx refuses what the workers cannot serve, less a
+// margin (HEADROOM) the workers' own rule still refuses, so they stay saturated:
+// f = 1 - HEADROOM x S / (A / (1 - f)). Per worker, and the largest of them: the
+// kernel does not split the connections evenly (one worker of two took 60-70% of
+// the arrivals at 2x, docs/overload.md) and nginx's share falls on all of them
+// alike, so the sum's share left the busier worker refusing its excess itself.
 // It starts when a worker's overload counts as sustained, follows the load
 // each second (to 0 as soon as the offered load falls under what the workers
 // serve), and stops once no worker's overload counts as sustained and no share
@@ -79,20 +82,23 @@ function nextShare(reports, state, now) {
   const current = shares.length ? shares[shares.length - 1].share : 0;
   let offered = 0;
   let capacity = 0;
+  let need = null; // the largest share one worker needs
   let sustained = false;
   let fresh = 0;
   for (const r of reports.values()) {
     if (now - r.at > STALE_MS) continue;
     fresh += 1;
     if (r.sustained) sustained = true;
-    if (r.windowMs > 0) offered += (r.arrived * 1000) / r.windowMs / (1 - shareDuring(shares, r.at - r.windowMs, r.at));
-    if (r.servesPerS > 0) capacity += r.servesPerS;
-    else if (r.perRequestMs > 0) capacity += 1000 / r.perRequestMs;
+    const its = r.windowMs > 0 ? (r.arrived * 1000) / r.windowMs / (1 - shareDuring(shares, r.at - r.windowMs, r.at)) : 0;
+    const serves = r.servesPerS > 0 ? r.servesPerS : r.perRequestMs > 0 ? 1000 / r.perRequestMs : 0;
+    offered += its;
+    capacity += serves;
+    if (serves > 0) need = Math.max(need ?? 0, its > 0 ? 1 - (HEADROOM * serves) / its : 0);
   }
   const active = sustained || (state.active && current > 0);
   let share = current;
   if (!active || fresh === 0) share = 0;
-  else if (capacity > 0) share = Math.min(MAX_SHARE, Math.max(0, Math.floor((offered > 0 ? 1 - (HEADROOM * capacity) / offered : 0) * BUCKETS) / BUCKETS));
+  else if (need !== null) share = Math.min(MAX_SHARE, Math.max(0, Math.floor(need * BUCKETS) / BUCKETS));
   const kept = shares.filter((s, i) => i === shares.length - 1 || shares[i + 1].at > now - 2 * STALE_MS);
   return {
     active: active && fresh > 0,

@@ -32,6 +32,19 @@ test('nginx refuses what the workers cannot serve, less the headroom their own r
   assert.ok(Math.abs(again.share - next.share) <= 1 / BUCKETS, `${again.share} vs ${next.share}`);
 });
 
+test('workers given uneven parts of the load: the share is the one the busiest needs, as nginx refuses evenly', () => {
+  // The kernel gave worker 1 two thirds of the connections: 400 arrivals a second
+  // where it serves 300; worker 2 has 200 for its 300. In sum the two keep up,
+  // but worker 1 alone would refuse 100 a second on its own core.
+  const reports = new Map([[1, report({ arrived: 400, servesPerS: 300 })], [2, report({ arrived: 200, servesPerS: 300 })]]);
+  const next = nextShare(reports, off, 10_500);
+  assert.deepEqual([next.offered, next.capacity], [600, 600]);
+  assert.equal(next.share, Math.floor((1 - (HEADROOM * 300) / 400) * BUCKETS) / BUCKETS);
+  // Evenly loaded, the same arrivals in sum need nothing refused.
+  const even = nextShare(new Map([[1, report({ arrived: 300, servesPerS: 300 })], [2, report({ arrived: 300, servesPerS: 300 })]]), off, 10_500);
+  assert.equal(even.share, 0);
+});
+
 test('the share falls to 0 as soon as the offered load is under what the workers serve, and stops once no worker counts as sustained', () => {
   const state = at(0.5);
   // 2 x 100 arrivals a second under a share of 0.5: 400 offered, 500 served.
