@@ -137,20 +137,20 @@ function loop({ durationMs, offeredAt, capacityAt = () => 500, seenBusy = 1 }) {
 
 for (const seenBusy of [1, 0.85]) {
   test(`the whole loop, its loop reading ${seenBusy} of its busy time: at 2x, once sustained, nginx takes nearly all the refusals and the worker serves its capacity with a short wait; at 0.5x after it, nothing is refused within 2 s`, () => {
-  const seconds = loop({ durationMs: 30_000, offeredAt: (t) => (t < 20_000 ? 1000 : 250), seenBusy });
-  const steady = seconds.slice(10, 20);
-  const sum = (xs, k) => xs.reduce((a, s) => a + s[k], 0);
-  const nginx = sum(steady, 'nginx');
-  const worker = sum(steady, 'worker');
-  const served = sum(steady, 'served');
-  assert.ok(nginx > 9 * worker, `nginx refused ${nginx}, the worker ${worker}`);
-  assert.ok(served >= 0.95 * 500 * steady.length, `served ${served} in ${steady.length} s at a capacity of 500/s`);
-  const waits = steady.flatMap((s) => s.waits).sort((a, b) => a - b);
-  assert.ok(waits[Math.ceil(waits.length * 0.99) - 1] <= 20, `served wait p99 ${waits[Math.ceil(waits.length * 0.99) - 1]} ms`);
-  // The load falls to 0.5x at 20 s: from the second after it, nothing refused.
-  const after = seconds.slice(22, 30);
-  assert.equal(sum(after, 'nginx') + sum(after, 'worker'), 0, JSON.stringify(after.map((s) => [s.nginx, s.worker])));
-  assert.equal(after.at(-1).share, 0);
+    const seconds = loop({ durationMs: 30_000, offeredAt: (t) => (t < 20_000 ? 1000 : 250), seenBusy });
+    const steady = seconds.slice(10, 20);
+    const sum = (xs, k) => xs.reduce((a, s) => a + s[k], 0);
+    const nginx = sum(steady, 'nginx');
+    const worker = sum(steady, 'worker');
+    const served = sum(steady, 'served');
+    assert.ok(nginx > 9 * worker, `nginx refused ${nginx}, the worker ${worker}`);
+    assert.ok(served >= 0.95 * 500 * steady.length, `served ${served} in ${steady.length} s at a capacity of 500/s`);
+    const waits = steady.flatMap((s) => s.waits).sort((a, b) => a - b);
+    assert.ok(waits[Math.ceil(waits.length * 0.99) - 1] <= 20, `served wait p99 ${waits[Math.ceil(waits.length * 0.99) - 1]} ms`);
+    // The load falls to 0.5x at 20 s: from the second after it, nothing refused.
+    const after = seconds.slice(22, 30);
+    assert.equal(sum(after, 'nginx') + sum(after, 'worker'), 0, JSON.stringify(after.map((s) => [s.nginx, s.worker])));
+    assert.equal(after.at(-1).share, 0);
   });
 }
 
