@@ -18,14 +18,14 @@ function verdictLines(v) {
   return [`verdict: ${v.verdict}`, ...v.evidence.map((e) => `  - ${e}`), `  advice: ${v.advice}`];
 }
 
-const SYSCALL_HEAD = ['group', 'syscall', 'calls', 'per', 'time', 'µs/call'];
+const SYSCALL_HEAD = ['group', 'syscall', 'calls', 'per', 'failed per', 'time', 'µs/call'];
 
 function syscallRows(r) {
   const rows = [];
   for (const g of ['nginx', 'app']) {
     const t = r.syscalls[r.tracer][g];
-    rows.push([g, '(all)', String(t.totalCalls), t.perUnit.toFixed(2), '', '']);
-    for (const row of t.rows) rows.push([g, row.name, String(row.calls), row.perUnit.toFixed(2), pct(row.timeShare), row.usPerCall.toFixed(1)]);
+    rows.push([g, '(all)', String(t.totalCalls), t.perUnit.toFixed(2), '', '', '']);
+    for (const row of t.rows) rows.push([g, row.name, String(row.calls), row.perUnit.toFixed(2), (row.errorsPerUnit || 0).toFixed(2), pct(row.timeShare), row.usPerCall.toFixed(1)]);
   }
   return rows;
 }

@@ -196,7 +196,11 @@ function tcpCounters() {
 }
 
 // Rows of one group -> the table: per syscall calls, calls per request (or per
-// second without a load), share of the group's syscall time, µs per call.
+// second without a load), the calls that failed (an accept4 or a read that
+// found nothing: EAGAIN), share of the group's syscall time, µs per call. The
+// failed ones matter for accept4: each of a worker's listening descriptors
+// tries a new connection and all but one fail, so its calls count the
+// descriptors' wake-ups and its calls less its failures the new connections.
 function table(rows, { requests, seconds }) {
   const total = rows.reduce((a, r) => a + r.seconds, 0);
   const by = new Map();
@@ -214,7 +218,7 @@ function table(rows, { requests, seconds }) {
     perUnit: [...by.values()].reduce((a, r) => a + r.calls, 0) / per,
     rows: SYSCALLS.filter((n) => by.has(n)).map((n) => {
       const r = by.get(n);
-      return { name: n, calls: r.calls, perUnit: r.calls / per, timeShare: total ? r.seconds / total : 0, usPerCall: r.calls ? (r.seconds * 1e6) / r.calls : 0 };
+      return { name: n, calls: r.calls, perUnit: r.calls / per, errors: r.errors, errorsPerUnit: r.errors / per, timeShare: total ? r.seconds / total : 0, usPerCall: r.calls ? (r.seconds * 1e6) / r.calls : 0 };
     }),
   };
 }

@@ -93,15 +93,26 @@ test('stock vs tuned at saturation: stock\'s app workers accept4 and close per r
     assert.ok(v, r.out);
     assert.equal(v[3], ADVICE[v[1]]);
   }
-  const per = (run, name) => (run.rows.find((x) => x.name === name) || { perUnit: 0 }).perUnit;
-  const rows = ['accept4', 'close', 'read', 'writev'].map((n) => `${n.padEnd(8)} stock ${per(runs.stock, n).toFixed(2)}  tuned ${per(runs.tuned, n).toFixed(2)}`);
+  const row = (run, name) => run.rows.find((x) => x.name === name) || { perUnit: 0, errorsPerUnit: 0 };
+  const per = (run, name) => row(run, name).perUnit;
+  // A new connection is an accept4 that succeeded. One that failed (EAGAIN) is
+  // a listening descriptor that woke for a connection another took: once a
+  // worker's loop turns slowly (as a tracer on a busy machine makes it) all
+  // tunekit_app_accepts_per_turn descriptors of both workers listen and each
+  // tries every new connection, 64 calls for one. A run beside other tests
+  // counted accept4 0.22 per request and close 0.09 (the failures were not
+  // kept then): a few new connections on 64 descriptors, and the 31 extra
+  // descriptors closed by each worker after 10 s of quick turns, fit both.
+  const accepted = (run) => per(run, 'accept4') - row(run, 'accept4').errorsPerUnit;
+  const rows = ['accept4', 'close', 'read', 'writev'].map((n) => `${n.padEnd(8)} stock ${per(runs.stock, n).toFixed(2)}  tuned ${per(runs.tuned, n).toFixed(2)}`)
+    .concat(`accepted stock ${accepted(runs.stock).toFixed(2)}  tuned ${accepted(runs.tuned).toFixed(2)}`);
   t.diagnostic(`app workers, syscalls per request:\n${rows.join('\n')}`);
   // Stock: one upstream connection per request (a little under 1 when a
   // request ends outside the traced window).
-  assert.ok(per(runs.stock, 'accept4') >= 0.8, rows.join('\n'));
+  assert.ok(accepted(runs.stock) >= 0.8, rows.join('\n'));
   assert.ok(per(runs.stock, 'close') >= 0.8, rows.join('\n'));
   // Tuned: connections come from the pool; only its first fills accept.
-  assert.ok(per(runs.tuned, 'accept4') < 0.2, rows.join('\n'));
+  assert.ok(accepted(runs.tuned) < 0.2, rows.join('\n'));
   assert.ok(per(runs.tuned, 'close') < 0.2, rows.join('\n'));
 });
 

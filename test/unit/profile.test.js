@@ -57,11 +57,29 @@ test('strace -c: calls, errors, seconds; the table gives per request, time share
   assert.equal(t.per, 'request');
   const writev = t.rows.find((r) => r.name === 'writev');
   assert.equal(writev.perUnit, 1);
+  assert.equal(writev.errorsPerUnit, 0);
   assert.ok(Math.abs(writev.usPerCall - 11.766) < 0.01);
   assert.ok(Math.abs(writev.timeShare - 0.042347 / 0.759202) < 1e-6);
   // futex is not a socket syscall: counted in the total, not shown as a row.
   assert.equal(t.rows.some((r) => r.name === 'futex'), false);
   assert.equal(table(rows, { requests: 0, seconds: 2 }).per, 'second');
+});
+
+test('the syscall table keeps the calls that failed apart: an accept4 that found nothing is not a new connection', () => {
+  // Two threads of a worker listening through 32 descriptors: 3 new
+  // connections woke all of them, 93 of the 96 accept4 calls found nothing.
+  const t = table([
+    { name: 'accept4', calls: 60, errors: 58, seconds: 0.0006 },
+    { name: 'accept4', calls: 36, errors: 35, seconds: 0.0004 },
+    { name: 'read', calls: 250, errors: 50, seconds: 0.002 },
+  ], { requests: 200, seconds: 1 });
+  const accept4 = t.rows.find((r) => r.name === 'accept4');
+  assert.equal(accept4.calls, 96);
+  assert.equal(accept4.perUnit, 0.48);
+  assert.equal(accept4.errors, 93);
+  assert.equal(accept4.calls - accept4.errors, 3);
+  assert.equal(accept4.errorsPerUnit, 93 / 200);
+  assert.equal(t.rows.find((r) => r.name === 'read').errorsPerUnit, 0.25);
 });
 
 test('ss -l and /proc/net/netstat', () => {
@@ -153,7 +171,7 @@ const RESULT = {
   slowdown: { 'perf record': 1.1, 'perf trace': 0.29, strace: 0.33 },
   tracer: 'strace',
   syscalls: { strace: {
-    nginx: { per: 'request', totalCalls: 62336, perUnit: 5.29, rows: [{ name: 'writev', calls: 11780, perUnit: 1, timeShare: 0.2, usPerCall: 12.5 }] },
+    nginx: { per: 'request', totalCalls: 62336, perUnit: 5.29, rows: [{ name: 'writev', calls: 11780, perUnit: 1, errors: 236, errorsPerUnit: 0.02, timeShare: 0.2, usPerCall: 12.5 }] },
     app: { per: 'request', totalCalls: 40000, perUnit: 3.4, rows: [{ name: 'read', calls: 11780, perUnit: 1, timeShare: 0.3, usPerCall: 8 }] },
   } },
   folded: { app: 120, nginx: 80 },
@@ -174,7 +192,7 @@ test('HTML report: the kit\'s report page, the verdict with its advice, tables, 
   assert.match(html, /<p class="verdict">verdict: <strong>generator-bound<\/strong><\/p>/);
   assert.ok(html.includes(`<p><strong>advice:</strong> ${ADVICE['generator-bound']}</p>`));
   assert.match(html, /<h2>Flame graph<\/h2>[\s\S]*<svg xmlns/);
-  assert.match(html, /<tr><td>nginx<\/td><td>writev<\/td><td>11780<\/td><td>1\.00<\/td><td>20\.0%<\/td><td>12\.5<\/td><\/tr>/);
+  assert.match(html, /<tr><td>nginx<\/td><td>writev<\/td><td>11780<\/td><td>1\.00<\/td><td>0\.02<\/td><td>20\.0%<\/td><td>12\.5<\/td><\/tr>/);
   assert.match(html, /<td>handler &lt;x&gt; \[js\]<\/td>/);
   assert.match(html, /<tr><td>\/run\/app\.sock<\/td><td>2<\/td><td>4096<\/td><\/tr>/);
   assert.match(html, /<h2>Notes<\/h2>\n<ul><li>a note<\/li><\/ul>/);
