@@ -13,12 +13,22 @@
 // per turn of its event loop (each turn reads what arrived meanwhile), first in,
 // first out.
 //
-// The rule: the length is sampled once a second; when it has grown at every one
+// The rule: the length is sampled once a second; when it has not drained at any
 // of the last `sustainedAfterS` samples and the oldest request has waited a third
 // of that time (and longer than the short budget, `sustainedBudgetMs`), the
 // overload counts as sustained: a sustained 2x adds half a second of waiting a
 // second, so it is on after about sustainedAfterS seconds; a queue that grew for
 // a few seconds near the capacity, as a noisy machine makes it, holds far less.
+// Not drained: it grew, or it held (a queue that was not empty fell by less than
+// HELD_SHARE of what the worker served that second). Growth alone missed the
+// overload that matters most: clients that each send their next request when
+// the last is answered (a crowd that came at once and stays, a pool of
+// connections at its cap) keep the queue at its length, the wait there for as
+// long as they stay; measured at 3x of 500 req/s with the bench's 2,000 client
+// connections, the queue stood at 2,000 after 2 s, 4 s of waiting, and nothing
+// was ever refused (served p99 40.7 s, docs/overload.md). A burst that drains
+// falls by what the worker serves less what arrives, half a second's worth a
+// second at 0.5x, and an empty queue that stays empty has not held anything.
 // Then a new request is refused (503) as it arrives when what it waited so far
 // plus the queue ahead of it (the queue's length times the time the worker takes
 // per request) passes the short budget, so the refusal is fast and the served
@@ -43,6 +53,9 @@ const SAMPLE_MS = 1000;
 const SERVICE_AVERAGE = 8;
 // The oldest request must have waited sustainedAfterS / STANDING_SHARE seconds.
 const STANDING_SHARE = 3;
+// A queue that fell by less than this share of what the worker served in the
+// second held: at that pace a second of waiting takes 20 s to clear.
+const HELD_SHARE = 0.05;
 
 /** First in, first out: items with the time each began waiting. */
 function createFifo() {
@@ -81,6 +94,12 @@ function createFifo() {
   };
 }
 
+// From one sample ({ length, served since the one before }) to the next the
+// queue grew, or held: it was not empty and fell by less than HELD_SHARE of
+// what was served in between.
+const notDrained = (before, after) => after.length > before.length ||
+  (before.length > 0 && before.length - after.length < HELD_SHARE * after.served);
+
 /**
  * A held queue. Items are the caller's; `start` (epoch ms) is when each began
  * waiting: nginx's X-Request-Start stamp, or when the worker read it.
@@ -94,7 +113,7 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, 
   // seconds near the capacity (the machine slower for a while) but holds less
   // than this is noise, not an overload worth refusing requests for.
   const standingMs = Math.max(sustainedBudgetMs, (sustainedAfterS * 1000) / STANDING_SHARE);
-  const samples = []; // the queue's length, once a second, the last sustainedAfterS + 1
+  const samples = []; // the queue's length and what was served before it, once a second, the last sustainedAfterS + 1
   let nextSample = -Infinity;
   let sustained = false;
   let lastRefusal = -Infinity;
@@ -125,9 +144,9 @@ function createHold({ sustainedAfterS, sustainedBudgetMs, sampleMs = SAMPLE_MS, 
       }
       return;
     }
-    samples.push(fifo.length);
+    samples.push({ length: fifo.length, served: counts.served });
     if (samples.length > sustainedAfterS + 1) samples.shift();
-    if (samples.length === sustainedAfterS + 1 && samples.every((n, i) => i === 0 || n > samples[i - 1]) &&
+    if (samples.length === sustainedAfterS + 1 && samples.every((x, i) => i === 0 || notDrained(samples[i - 1], x)) &&
         now - fifo.headStart > standingMs) {
       sustained = true;
       lastRefusal = now;

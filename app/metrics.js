@@ -38,7 +38,7 @@ const RESTART_REASONS = ['crash', 'start_timeout', 'rolling', 'rebind'];
 const CRASH_STAGES = ['starting', 'young', 'serving'];
 // Why the runner answered a request itself, before the app's handler (app/shed.js):
 // queue_time, it waited longer than tunekit_app_queue_budget_ms; sustained, the
-// worker's held queue (app/hold.js) had grown for tunekit_app_sustained_after_s
+// worker's held queue (app/hold.js) had not drained for tunekit_app_sustained_after_s
 // and it waited, or the queue ahead of it, longer than tunekit_app_sustained_budget_ms.
 const SHED_REASONS = ['queue_time', 'sustained'];
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

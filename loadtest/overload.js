@@ -54,7 +54,7 @@ const PROTECT = {
   bound: { name: 'kit+bound', set: (c, w) => [`tunekit_latency_budget_ms=${w}`, `tunekit_app_capacity_rps=${c}`, 'tunekit_app_queue_budget_ms=0'] },
   budget: { name: 'kit+budget', set: (c, w) => [`tunekit_app_queue_budget_ms=${w}`] },
   // Both, and the queue each worker holds (app/hold.js), which turns a short budget
-  // on once its queue has grown for SUSTAINED_AFTER_S: the long latency budget
+  // on once its queue has not drained for SUSTAINED_AFTER_S: the long latency budget
   // rides out a burst, the short one holds a sustained overload.
   // A budget long enough for a burst makes a deep bound (C × W / 4: 3,700 for
   // 370 req/s and 40 s), so the accept queue and nginx's connections are raised

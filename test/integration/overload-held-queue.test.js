@@ -1,8 +1,8 @@
 'use strict';
 // The queue each worker holds (tunekit_app_sustained_after_s), through the real
 // stack (nginx in front of the cluster on a Unix socket): a burst is served
-// whole, however long it queues; an overload that keeps the queue growing turns
-// the short budget on, and from then on the runner answers 503 with Retry-After,
+// whole, however long it queues; an overload that keeps the queue growing, or
+// holds it at its length (a crowd that stays), turns the short budget on, and from then on the runner answers 503 with Retry-After,
 // before the app's handler.
 //
 // The app's one worker serves 50 requests a second on any machine (each request
@@ -95,13 +95,13 @@ test('an overload that keeps the held queue growing turns the short budget on: 5
   const { results, firstRefusalMs } = await overload(`${s.url}work`, (_, first) => first !== null);
   const pending = results;
   assert.ok(firstRefusalMs !== null, `a sustained refusal came within ${pending.length} requests`);
-  // Sustained once the queue grew at SUSTAINED_AFTER_S samples in a row, a second
+  // Sustained once the queue grew (or held) at SUSTAINED_AFTER_S samples in a row, a second
   // apart, from the one before them. The worker samples on a timer of its own, so
   // that first one may come up to a second before the load (a queue of 0, grown
   // from since): the earliest refusal is one interval less than SUSTAINED_AFTER_S
   // seconds after the load began. A CI run saw 2,998 ms.
   assert.ok(firstRefusalMs >= (SUSTAINED_AFTER_S - 1) * 1000,
-    `not before the queue had grown at ${SUSTAINED_AFTER_S} samples a second apart (first refusal at ${firstRefusalMs} ms)`);
+    `not before the queue had grown or held at ${SUSTAINED_AFTER_S} samples a second apart (first refusal at ${firstRefusalMs} ms)`);
   assert.deepEqual(results.filter((r) => r.error), [], 'no request lost: every one answered');
   const statuses = new Set(results.map((r) => r.status));
   assert.deepEqual([...statuses].sort(), [200, 503], 'each served or refused');
@@ -116,6 +116,40 @@ test('an overload that keeps the held queue growing turns the short budget on: 5
   // The handler ran only for the served ones: the app's own count says so.
   const appCount = Math.max(...results.filter((r) => r.status === 200).map((r) => JSON.parse(r.body).served));
   assert.equal(appCount, served, 'no app code ran for a refused request');
+});
+
+test('a crowd that stays (each client sends again as soon as it is answered) holds the queue at its number without growing: sustained as well', async (t) => {
+  const s = await stack(t);
+  // 150 clients against 50 a second: the queue stands at about 150, 3 s of
+  // waiting, and one arrives for each one served. A refused client waits
+  // REFUSED_PAUSE_MS before it sends again. Until the first refusal of the
+  // runner, or a bound in time and in requests.
+  const CLIENTS = 150;
+  const REFUSED_PAUSE_MS = 200;
+  const BOUND_MS = 30_000;
+  const started = Date.now();
+  let firstRefusalMs = null;
+  let sent = 0;
+  const results = [];
+  const over = () => firstRefusalMs !== null || Date.now() - started > BOUND_MS || sent >= MAX_REQUESTS;
+  async function client() {
+    while (!over()) {
+      sent += 1;
+      const r = await get(`${s.url}crowd`);
+      results.push(r);
+      if (r.error) return;
+      if (firstRefusalMs === null && refusedAsSustained(r)) firstRefusalMs = Date.now() - started;
+      if (r.status !== 200) await new Promise((resolve) => setTimeout(resolve, REFUSED_PAUSE_MS));
+    }
+  }
+  await Promise.all(Array.from({ length: CLIENTS }, client));
+  assert.deepEqual(results.filter((r) => r.error), [], 'no request lost');
+  assert.ok(firstRefusalMs !== null, `a refusal by the runner within ${BOUND_MS} ms: none (${results.length} answered, ${results.filter((r) => r.status === 200).length} served)`);
+  // Sustained only once the oldest had waited a third of SUSTAINED_AFTER_S and
+  // the queue held at SUSTAINED_AFTER_S samples: never in the first seconds.
+  assert.ok(firstRefusalMs >= (SUSTAINED_AFTER_S - 1) * 1000, `first refusal at ${firstRefusalMs} ms`);
+  const refused = results.filter(refusedAsSustained);
+  assert.match(refused[0].body, new RegExp(`for ${SUSTAINED_AFTER_S} s or more`));
 });
 
 test('a burst queued far longer than the short budget is served whole: the queue falls from the first second after it', async (t) => {

@@ -8,6 +8,25 @@ const assert = require('node:assert/strict');
 const { createHold } = require('../../app/hold');
 
 /**
+ * One made-up millisecond of a worker with `credit` requests' worth of time:
+ * takes from the queue while it lasts (a refused one costs none); returns the
+ * credit left (none once the queue is empty).
+ */
+function serve(hold, t, credit, on) {
+  while (credit >= 1) {
+    const next = hold.take(t);
+    if (next === undefined) return 0;
+    if (next.refuse) {
+      on.refused(next);
+      continue;
+    }
+    credit -= 1;
+    on.served(next);
+  }
+  return credit;
+}
+
+/**
  * Feed `arrivalsAt(ms)` requests each millisecond to a worker that serves
  * `servePerS` a second, FIFO; returns what happened to each request.
  */
@@ -24,22 +43,16 @@ function simulate({ hold, durationMs, arrivalsAt, servePerS }) {
         out.refusedAt.push(t);
       }
     }
-    credit += servePerS / 1000;
-    while (credit >= 1) {
-      const next = hold.take(t);
-      if (next === undefined) {
-        credit = 0;
-        break;
-      }
-      if (next.refuse) {
+    credit = serve(hold, t, credit + servePerS / 1000, {
+      refused() {
         out.refusedInQueue += 1;
         out.refusedAt.push(t);
-        continue;
-      }
-      credit -= 1;
-      out.served += 1;
-      out.waits.push(next.waited);
-    }
+      },
+      served(next) {
+        out.served += 1;
+        out.waits.push(next.waited);
+      },
+    });
     if (hold.sustained !== was) {
       out.switched.push(t); // on, off, on, ...
       was = hold.sustained;
@@ -114,6 +127,65 @@ test('near the capacity, a queue that grows for seconds but stands short is not 
   assert.ok(Math.max(...r.waits) > 100, `the queue stood (longest wait ${Math.max(...r.waits)} ms)`);
   assert.equal(r.switched.length, 0, 'never sustained');
   assert.equal(r.refusedOnArrival + r.refusedInQueue, 0);
+});
+
+/**
+ * Clients that each send their next request as soon as the last is served, and
+ * after `retryAfterMs` when it was refused (503 with Retry-After): a closed
+ * population, all of them sending at `fromMs`.
+ */
+function simulateClosed({ hold, durationMs, clients, fromMs, servePerS, retryAfterMs }) {
+  const due = new Map([[fromMs, clients]]);
+  const later = (t, n = 1) => due.set(t, (due.get(t) || 0) + n);
+  const out = { served: 0, refused: 0, waits: [], switched: [] };
+  let credit = 0;
+  let was = false;
+  for (let t = 0; t < durationMs; t++) {
+    for (let k = due.get(t) || 0; k > 0; k--) {
+      if (hold.arrive(t, t, t)) {
+        out.refused += 1;
+        later(t + retryAfterMs);
+      }
+    }
+    due.delete(t);
+    credit = serve(hold, t, credit + servePerS / 1000, {
+      refused() {
+        out.refused += 1;
+        later(t + retryAfterMs);
+      },
+      served(next) {
+        out.served += 1;
+        out.waits.push(next.waited);
+        later(t + 1);
+      },
+    });
+    if (hold.sustained !== was) {
+      out.switched.push(t);
+      was = hold.sustained;
+    }
+  }
+  return out;
+}
+
+test('a crowd that stays (each client sends again when answered) holds the queue at its length: sustained too, and the wait falls to the short budget', () => {
+  // 2,000 clients at once against 400 a second: the queue stands at 2,000, 5 s
+  // of waiting, and never grows again. A rule that needed growth at every
+  // sample never turned on: every one of them waited 5 s for as long as they stayed.
+  const hold = createHold(options);
+  const r = simulateClosed({ hold, durationMs: 40_000, clients: 2000, fromMs: 1000, servePerS: CAPACITY, retryAfterMs: 1000 });
+  assert.ok(r.switched.length >= 1, `sustained (switched at ${JSON.stringify(r.switched)}); ${r.refused} refused, served wait p99 ${p99(r.waits)} ms`);
+  assert.ok(r.switched[0] <= 6000, `sustained from ${r.switched[0]} ms: the queue held for 3 samples`);
+  const late = r.waits.slice(Math.floor(r.waits.length / 2));
+  assert.ok(p99(late) <= 25, `served wait p99 ${p99(late)} ms in the second half, near the 20 ms budget`);
+  assert.ok(r.served >= CAPACITY * 38, `the worker stayed busy: served ${r.served}`);
+});
+
+test('the same crowd sent once, without coming back, drains: never sustained, nothing refused', () => {
+  const hold = createHold(options);
+  const r = simulate({ hold, durationMs: 20_000, servePerS: CAPACITY, arrivalsAt: (t) => (t === 1000 ? 2000 : 0) });
+  assert.equal(r.switched.length, 0);
+  assert.equal(r.refusedOnArrival + r.refusedInQueue, 0);
+  assert.equal(r.served, 2000);
 });
 
 test('a held queue needs both settings', () => {
