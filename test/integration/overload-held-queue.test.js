@@ -2,8 +2,8 @@
 // The queue each worker holds (tunekit_app_sustained_after_s), through the real
 // stack (nginx in front of the cluster on a Unix socket): a burst is served
 // whole, however long it queues; an overload that keeps the queue growing, or
-// holds it at its length (a crowd that stays), turns the short budget on, and from then on the runner answers 503 with Retry-After,
-// before the app's handler.
+// holds it at its length (a crowd that stays), turns the short budget on, and
+// from then on the runner answers 503 with Retry-After, before the app's handler.
 //
 // The app's one worker serves 50 requests a second on any machine (each request
 // blocks it 20 ms, test/fixtures/overload/slow-app.js), so "past its capacity"

@@ -136,7 +136,7 @@ test('near the capacity, a queue that grows for seconds but stands short is not 
  */
 function simulateClosed({ hold, durationMs, clients, fromMs, servePerS, retryAfterMs }) {
   const due = new Map([[fromMs, clients]]);
-  const later = (t, n = 1) => due.set(t, (due.get(t) || 0) + n);
+  const later = (t) => due.set(t, (due.get(t) || 0) + 1);
   const out = { served: 0, refused: 0, waits: [], switched: [] };
   let credit = 0;
   let was = false;
